@@ -1,0 +1,88 @@
+"""The runtime core: one interface (:mod:`.interface`), backends found by entry point.
+
+Each process has at most one *current* core: the driver's backend after ``ray.init()``, or, in a
+worker process, the worker-side core that talks to the driver. The proxy ``ray`` package reaches
+it only through :func:`current` / :func:`start`.
+"""
+import os
+import threading
+
+from ray_adapter.core import errors
+from ray_adapter.core.interface import ActorInfo, ActorOptions, ArgRef, InitOptions, RuntimeCore, TaskOptions
+
+__all__ = ["ActorInfo", "ActorOptions", "ArgRef", "InitOptions", "RuntimeCore", "TaskOptions",
+           "errors", "current", "is_started", "start", "shutdown", "set_current", "select_backend"]
+
+ENTRY_POINT_GROUP = "ray_adapter.backends"
+_BUILTIN_BACKENDS = {
+    "embedded": "ray_adapter.core.embedded.backend:EmbeddedBackend",
+}
+
+_current = None
+_lock = threading.RLock()
+
+
+def current():
+    """This process's started core; raises errors.NotInitialized if there is none."""
+    core = _current
+    if core is None:
+        raise errors.NotInitialized("the runtime is not started")
+    return core
+
+
+def is_started():
+    return _current is not None
+
+
+def set_current(core):
+    """Install ``core`` as this process's core (worker processes do this at boot)."""
+    global _current
+    _current = core
+
+
+def select_backend(address=None):
+    """The backend name for an ``init(address=...)``: ``RAY_ADAPTER_BACKEND`` wins, else
+    ``embedded`` when no cluster address is given."""
+    explicit = os.environ.get("RAY_ADAPTER_BACKEND", "").strip().lower()
+    if explicit:
+        return explicit
+    return "embedded"
+
+
+def load_backend_class(name):
+    """The class registered for backend ``name`` (entry point group ``ray_adapter.backends``)."""
+    target = _BUILTIN_BACKENDS.get(name)
+    if target is None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name == name:
+                return ep.load()
+        known = sorted(set(_BUILTIN_BACKENDS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+        raise ValueError(f"unknown ray-adapter backend {name!r}; known backends: {', '.join(known)}")
+    module_name, _, attr = target.partition(":")
+    import importlib
+
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def start(options):
+    """Start the selected backend as this process's core; returns (core, address info)."""
+    global _current
+    with _lock:
+        if _current is not None:
+            raise RuntimeError("the runtime is already started")
+        backend_cls = load_backend_class(select_backend(options.address))
+        core = backend_cls()
+        info = core.start(options)
+        _current = core
+        return core, info
+
+
+def shutdown():
+    """Shut the current core down (no-op when none is started)."""
+    global _current
+    with _lock:
+        core, _current = _current, None
+    if core is not None:
+        core.shutdown()

@@ -1,0 +1,106 @@
+"""Resource accounting of the embedded runtime's one node.
+
+Amounts are kept in integer units of 1/10000 so fractional requests (``num_gpus=0.01``) add and
+subtract exactly, as Ray's fixed-point resource sets do. ``memory`` is in bytes.
+"""
+import os
+
+UNIT = 10000
+
+
+def detect_accelerators():
+    """``{"GPU": n, "NPU": m}`` found on this machine without importing a framework."""
+    found = {}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        n = len([d for d in visible.split(",") if d.strip()])
+    else:
+        try:
+            n = len(os.listdir("/proc/driver/nvidia/gpus"))
+        except OSError:
+            n = 0
+    if n:
+        found["GPU"] = n
+    try:
+        npus = [d for d in os.listdir("/dev") if d.startswith("davinci") and d[7:].isdigit()]
+    except OSError:
+        npus = []
+    if npus:
+        found["NPU"] = len(npus)
+    return found
+
+
+def to_units(amount):
+    return int(round(float(amount) * UNIT))
+
+
+def from_units(units):
+    value = units / UNIT
+    return float(value)
+
+
+class NodeResources:
+    """Total and available amounts of one node, plus per-device GPU/NPU slots."""
+
+    DEVICE_KINDS = ("GPU", "NPU")
+
+    def __init__(self, total):
+        self.total = {k: to_units(v) for k, v in total.items() if v}
+        self.available = dict(self.total)
+        # Per-device free fraction (in units) so tasks get concrete device ids.
+        self.devices = {k: [UNIT] * int(total.get(k, 0)) for k in self.DEVICE_KINDS}
+
+    def request_units(self, request):
+        return {k: to_units(v) for k, v in request.items() if v}
+
+    def feasible(self, units):
+        """Could the request ever fit on this node?"""
+        return all(self.total.get(k, 0) >= v for k, v in units.items())
+
+    def fits(self, units):
+        return all(self.available.get(k, 0) >= v for k, v in units.items()) and all(
+            self._device_slots(kind, units.get(kind, 0)) is not None for kind in self.DEVICE_KINDS)
+
+    def _device_slots(self, kind, need):
+        slots = self.devices.get(kind) or []
+        if not need:
+            return []
+        if need >= UNIT:
+            whole = [i for i, free in enumerate(slots) if free == UNIT]
+            count = need // UNIT
+            return whole[:count] if len(whole) >= count else None
+        for i, free in enumerate(slots):
+            if free >= need:
+                return [i]
+        return None
+
+    def acquire(self, units):
+        """Take ``units``; returns ``{"GPU": [ids], "NPU": [ids]}`` for the grant."""
+        grant = {}
+        for kind in self.DEVICE_KINDS:
+            need = units.get(kind, 0)
+            ids = self._device_slots(kind, need) or []
+            per = UNIT if need >= UNIT else need
+            for i in ids:
+                self.devices[kind][i] -= per
+            if ids:
+                grant[kind] = ids
+        for k, v in units.items():
+            self.available[k] = self.available.get(k, 0) - v
+        return grant
+
+    def release(self, units, grant):
+        for kind, ids in (grant or {}).items():
+            need = units.get(kind, 0)
+            per = UNIT if need >= UNIT else need
+            for i in ids:
+                self.devices[kind][i] += per
+        for k, v in units.items():
+            self.available[k] = self.available.get(k, 0) + v
+
+    def total_dict(self):
+        return {k: from_units(v) for k, v in self.total.items()}
+
+    def available_dict(self):
+        """Free amounts; resources with nothing free are omitted, as in Ray."""
+        return {k: from_units(v) for k, v in self.available.items() if v > 0}

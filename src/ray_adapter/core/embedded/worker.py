@@ -1,0 +1,548 @@
+"""Worker process of the embedded backend.
+
+Started by the driver as ``python -m ray_adapter.core.embedded.worker FD`` with one end of a
+socket pair. A reader thread takes every message from the driver; tasks and calls of a
+synchronous actor run in the main thread (so cancellation can interrupt them), threaded actors
+in a thread pool, async actors on an asyncio loop. Calls the user's code makes into ``ray``
+(nested tasks, ``ray.get`` ...) go to the driver through :class:`WorkerCore`.
+
+The worker exits as soon as the driver's end of the socket closes, so a driver that dies for
+any reason leaves no worker behind.
+"""
+import asyncio
+import contextvars
+import inspect
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import traceback
+
+from ray_adapter.core import errors, serialization
+from ray_adapter.core.embedded import wire
+from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
+
+# (task_id, task_name, actor_id) of the call running in this thread / coroutine.
+_current_call = contextvars.ContextVar("ray_adapter_current_call", default=(None, "", None))
+
+
+class _Cancelled(BaseException):
+    """Raised inside a running task by a non-force cancel (BaseException: user ``except
+    Exception`` blocks do not swallow it, as with Ray's KeyboardInterrupt-based cancel)."""
+
+
+class WorkerCore(RuntimeCore):
+    """The runtime core inside a worker: every call is a request to the driver."""
+
+    backend_name = "embedded"
+
+    def __init__(self, worker):
+        self._worker = worker
+        self._pending = {}
+        self._lock = threading.Lock()
+        self._next = 0
+        self._shipped_functions = set()
+
+    # -- request/reply -----------------------------------------------------------------------
+    def _request(self, method, *args):
+        with self._lock:
+            self._next += 1
+            req_id = self._next
+            slot = self._pending[req_id] = [threading.Event(), None, None]
+        buffers = []
+        payload = wire.pack(serialization.dumps(args), buffers)
+        self._worker.channel.send(("req", req_id, method, payload), buffers)
+        slot[0].wait()
+        with self._lock:
+            del self._pending[req_id]
+        ok, value = slot[1], slot[2]
+        if not ok:
+            raise value
+        return value
+
+    def on_reply(self, req_id, ok, packed, buffers):
+        slot = self._pending.get(req_id)
+        if slot is None:
+            return
+        value = serialization.loads(wire.unpack(packed, buffers))
+        slot[1], slot[2] = ok, value
+        slot[0].set()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, options):
+        raise RuntimeError("a worker process does not start a runtime")
+
+    def shutdown(self):
+        return None
+
+    # -- objects -----------------------------------------------------------------------------
+    def put(self, value):
+        return self._request("put", serialization.dumps(value))
+
+    def get(self, object_ids, timeout):
+        packed_values = self._request("get", list(object_ids), timeout)
+        return [serialization.loads(v) for v in packed_values]
+
+    def wait(self, object_ids, num_returns, timeout):
+        return self._request("wait", list(object_ids), num_returns, timeout)
+
+    def add_local_reference(self, object_id):
+        return None  # the driver pins every id that reached a worker
+
+    def remove_local_reference(self, object_id):
+        return None
+
+    def object_escaped(self, object_id):
+        return None
+
+    # -- tasks and actors --------------------------------------------------------------------
+    def _function_blob(self, key, function):
+        if key in self._shipped_functions:
+            return None
+        self._shipped_functions.add(key)
+        return serialization.dumps_plain(function)
+
+    def submit_task(self, function, function_key, args, kwargs, options):
+        blob = self._function_blob(function_key, function)
+        return self._request("submit_task", function_key, blob, serialization.dumps((args, kwargs)), options)
+
+    def cancel(self, object_id, force, recursive):
+        return self._request("cancel", object_id, force, recursive)
+
+    def create_actor(self, cls, class_key, args, kwargs, options):
+        blob = self._function_blob(class_key, cls)
+        return self._request("create_actor", class_key, blob, serialization.dumps((args, kwargs)), options)
+
+    def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
+        return self._request("submit_actor_task", actor_id, method_name, serialization.dumps((args, kwargs)), options)
+
+    def kill_actor(self, actor_id, no_restart):
+        return self._request("kill_actor", actor_id, no_restart)
+
+    def add_actor_handle(self, actor_id):
+        return None  # handles that reached a worker have escaped: the driver never scopes them
+
+    def remove_actor_handle(self, actor_id):
+        return None
+
+    def actor_handle_escaped(self, actor_id):
+        return None
+
+    def get_named_actor(self, name, namespace):
+        return self._request("get_named_actor", name, namespace)
+
+    def list_named_actors(self, all_namespaces):
+        return self._request("list_named_actors", all_namespaces)
+
+    def exit_current_actor(self):
+        actor_id = _current_call.get()[2]
+        if actor_id is None:
+            raise RuntimeError("exit_actor() is called outside an actor")
+        self._worker.exit_actor_after_call = True
+        raise SystemExit(0)
+
+    # -- cluster state -----------------------------------------------------------------------
+    def nodes(self):
+        return self._request("nodes")
+
+    def cluster_resources(self):
+        return self._request("cluster_resources")
+
+    def available_resources(self):
+        return self._request("available_resources")
+
+    def context(self):
+        task_id, task_name, actor_id = _current_call.get()
+        w = self._worker
+        return {
+            "job_id": w.job_id,
+            "node_id": w.node_id,
+            "task_id": task_id,
+            "actor_id": actor_id if actor_id is not None else w.actor_id,
+            "namespace": w.namespace,
+            "worker_mode": "worker",
+            "worker_id": w.worker_id,
+            "assigned_resources": dict(w.assigned_resources),
+            "gpu_ids": list(w.gpu_ids),
+            "task_name": task_name,
+            "actor_name": w.actor_name,
+            "was_restarted": w.restart_count > 0,
+            "actor_handle_meta": w.actor_handle_meta,
+            "runtime_env": w.runtime_env,
+        }
+
+
+class _PrefixWriter:
+    """Prefixes each line written to stdout/stderr with ``(name pid=N)``, as Ray's log
+    forwarding does, and writes straight to the driver's inherited stream."""
+
+    def __init__(self, stream, worker):
+        self._stream = stream
+        self._worker = worker
+        self._at_line_start = True
+        self._lock = threading.Lock()
+
+    def write(self, text):
+        if not text:
+            return 0
+        name = self._worker.actor_class_name or _current_call.get()[1] or "worker"
+        prefix = f"({name} pid={os.getpid()}) "
+        with self._lock:
+            out = []
+            for piece in text.splitlines(keepends=True):
+                if self._at_line_start:
+                    out.append(prefix)
+                out.append(piece)
+                self._at_line_start = piece.endswith("\n")
+            self._stream.write("".join(out))
+            if "\n" in text:
+                self._stream.flush()
+        return len(text)
+
+    def flush(self):
+        self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class Worker:
+    """State and main loop of one worker process."""
+
+    def __init__(self, fd):
+        self.channel = Channel(socket.socket(fileno=fd))
+        self.core = WorkerCore(self)
+        self.functions = {}
+        self.exec_queue = queue.SimpleQueue()
+        self.job_id = self.node_id = self.worker_id = None
+        self.namespace = None
+        self.actor_id = None
+        self.actor_name = None
+        self.actor_class_name = None
+        self.actor_handle_meta = None
+        self.runtime_env = None
+        self.actor_instance = None
+        self.actor_executor = None
+        self.actor_loop = None
+        self.restart_count = 0
+        self.assigned_resources = {}
+        self.gpu_ids = []
+        self.running_task = None
+        self.cancel_requested = None
+        self.exit_actor_after_call = False
+
+    # -- driver messages ---------------------------------------------------------------------
+    def reader(self):
+        try:
+            while True:
+                message, buffers = self.channel.recv()
+                kind = message[0]
+                if kind == "reply":
+                    self.core.on_reply(message[1], message[2], message[3], buffers)
+                elif kind == "call" and self.actor_executor is not None:
+                    self.actor_executor(message, buffers)
+                elif kind == "cancel":
+                    self.on_cancel(message[1], message[2])
+                elif kind == "exit":
+                    self.exec_queue.put(None)
+                    return
+                else:
+                    self.exec_queue.put((message, buffers))
+        except ChannelClosed:
+            pass
+        except BaseException:  # pragma: no cover - the reader must never die silently
+            traceback.print_exc()
+        # The driver is gone: nobody can receive results any more.
+        _flush_std()
+        os._exit(1)
+
+    def on_cancel(self, task_id, force):
+        if self.running_task != task_id:
+            return
+        if force:
+            _flush_std()
+            os._exit(1)
+        self.cancel_requested = task_id
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    def _on_sigusr1(self, signum, frame):
+        if self.cancel_requested is not None and self.cancel_requested == self.running_task:
+            self.cancel_requested = None
+            raise _Cancelled()
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self):
+        signal.signal(signal.SIGUSR1, self._on_sigusr1)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        threading.Thread(target=self.reader, name="ray-adapter-reader", daemon=True).start()
+        while True:
+            item = self.exec_queue.get()
+            if item is None:
+                break
+            message, buffers = item
+            kind = message[0]
+            if kind == "init":
+                self.on_init(message)
+            elif kind == "task":
+                self.run_task(message, buffers)
+            elif kind == "create_actor":
+                self.create_actor(message, buffers)
+            elif kind == "call":
+                self.run_actor_call(message, buffers)
+        _flush_std()
+
+    def on_init(self, message):
+        _, self.job_id, self.node_id, self.worker_id, self.namespace, log_to_driver = message
+        if log_to_driver:
+            sys.stdout = _PrefixWriter(sys.stdout, self)
+            sys.stderr = _PrefixWriter(sys.stderr, self)
+
+    # -- executing ---------------------------------------------------------------------------
+    def load_function(self, key, blob):
+        fn = self.functions.get(key)
+        if fn is None:
+            fn = self.functions[key] = serialization.loads_plain(blob)
+        return fn
+
+    @staticmethod
+    def resolve_args(packed_args, deps, buffers):
+        args, kwargs = serialization.loads(wire.unpack(packed_args, buffers))
+        if deps:
+            values = {oid: serialization.loads(wire.unpack(p, buffers)) for oid, p in deps.items()}
+            args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
+            kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
+        return args, kwargs
+
+    def run_task(self, message, buffers):
+        (_, task_id, key, blob, packed_args, deps, num_returns, name, env_vars,
+         resources, gpu_ids) = message
+        self.assigned_resources, self.gpu_ids = resources, gpu_ids
+        saved_env = _apply_env(env_vars)
+        token = _current_call.set((task_id, name, None))
+        self.running_task = task_id
+        try:
+            try:
+                fn = self.load_function(key, blob)
+                args, kwargs = self.resolve_args(packed_args, deps, buffers)
+                result = fn(*args, **kwargs)
+            finally:
+                self.running_task = None
+                self.cancel_requested = None
+            reply = _pack_results(result, num_returns)
+        except _Cancelled:
+            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
+        except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
+            reply = _pack_error(_task_failure(exc, name, None), name, num_returns)
+        finally:
+            _current_call.reset(token)
+            _restore_env(saved_env)
+        self.send_done(task_id, reply)
+
+    def send_done(self, task_id, reply):
+        kind, results, bufs = reply
+        self.channel.send(("done", task_id, kind, results), bufs)
+
+    def create_actor(self, message, buffers):
+        (_, actor_id, key, blob, packed_args, deps, opts) = message
+        self.actor_id = actor_id
+        self.actor_name = opts.get("name")
+        self.actor_class_name = opts["class_name"]
+        self.actor_handle_meta = opts.get("handle_meta")
+        self.runtime_env = opts.get("runtime_env")
+        self.restart_count = opts.get("restart_count", 0)
+        self.assigned_resources, self.gpu_ids = opts.get("resources", {}), opts.get("gpu_ids", [])
+        _apply_env(opts.get("env_vars"))
+        token = _current_call.set((None, opts["class_name"] + ".__init__", actor_id))
+        try:
+            cls = self.load_function(key, blob)
+            args, kwargs = self.resolve_args(packed_args, deps, buffers)
+            self.actor_instance = cls(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001
+            _, results, bufs = _pack_error(_task_failure(exc, opts["class_name"] + ".__init__", None), "", 1)
+            self.channel.send(("actor_failed", actor_id, results[0]), bufs)
+            return
+        finally:
+            _current_call.reset(token)
+        self.actor_executor = self._make_actor_executor(opts)
+        self.channel.send(("actor_ready", actor_id))
+
+    def _make_actor_executor(self, opts):
+        is_async = opts.get("is_async")
+        concurrency = opts.get("max_concurrency")
+        if is_async:
+            loop = asyncio.new_event_loop()
+            limit = asyncio.Semaphore(concurrency or 1000)
+            threading.Thread(target=loop.run_forever, name="ray-adapter-actor-loop", daemon=True).start()
+            self.actor_loop = loop
+
+            async def run(message, buffers):
+                async with limit:
+                    await self.run_actor_call_async(message, buffers)
+
+            return lambda message, buffers: asyncio.run_coroutine_threadsafe(run(message, buffers), loop)
+        if concurrency and concurrency > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ray-adapter-actor")
+            return lambda message, buffers: pool.submit(self.run_actor_call, message, buffers)
+        return None  # ordered execution in the main thread (the reader queues the calls)
+
+    def _call_target(self, message, buffers):
+        (_, task_id, actor_id, method_name, packed_args, deps, num_returns, name) = message
+        args, kwargs = self.resolve_args(packed_args, deps, buffers)
+        method = getattr(self.actor_instance, method_name)
+        return task_id, method, args, kwargs, num_returns, name
+
+    def run_actor_call(self, message, buffers):
+        task_id, name, num_returns = message[1], message[7], message[6]
+        token = _current_call.set((task_id, name, self.actor_id))
+        self.running_task = task_id
+        try:
+            try:
+                _, method, args, kwargs, num_returns, name = self._call_target(message, buffers)
+                result = method(*args, **kwargs)
+                if inspect.isawaitable(result):  # an async method on a non-async actor
+                    result = asyncio.run(_await(result))
+            finally:
+                self.running_task = None
+                self.cancel_requested = None
+            reply = _pack_results(result, num_returns)
+        except _Cancelled:
+            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
+        except SystemExit:
+            if not self.exit_actor_after_call:
+                raise
+            reply = _pack_results(None, num_returns)
+        except BaseException as exc:  # noqa: BLE001
+            reply = _pack_error(_task_failure(exc, name, self.actor_class_name), name, num_returns)
+        finally:
+            _current_call.reset(token)
+        self.send_done(task_id, reply)
+        if self.exit_actor_after_call:
+            self.exit_actor()
+
+    async def run_actor_call_async(self, message, buffers):
+        task_id, name, num_returns = message[1], message[7], message[6]
+        token = _current_call.set((task_id, name, self.actor_id))
+        try:
+            _, method, args, kwargs, num_returns, name = self._call_target(message, buffers)
+            result = method(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            reply = _pack_results(result, num_returns)
+        except asyncio.CancelledError:
+            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
+        except SystemExit:
+            if not self.exit_actor_after_call:
+                raise
+            reply = _pack_results(None, num_returns)
+        except BaseException as exc:  # noqa: BLE001
+            reply = _pack_error(_task_failure(exc, name, self.actor_class_name), name, num_returns)
+        finally:
+            _current_call.reset(token)
+        self.send_done(task_id, reply)
+        if self.exit_actor_after_call:
+            self.exit_actor()
+
+    def exit_actor(self):
+        """``exit_actor()`` was called: tell the driver it was intended, then leave."""
+        self.channel.send(("actor_exit", self.actor_id))
+        _flush_std()
+        os._exit(0)
+
+
+async def _await(awaitable):
+    return await awaitable
+
+
+def _pack_results(result, num_returns):
+    buffers = []
+    if num_returns == 1:
+        values = (result,)
+    else:
+        try:
+            values = tuple(result)
+        except TypeError:
+            values = None
+        if values is None or len(values) != num_returns:
+            raise ValueError(
+                f"Task returned {len(values) if values is not None else 'a non-sequence'} objects, "
+                f"but num_returns={num_returns}."
+            )
+    packed = [wire.pack(serialization.dumps(v), buffers) for v in values]
+    return ("ok", packed, buffers)
+
+
+def _pack_error(core_error, name, num_returns):
+    buffers = []
+    try:
+        ser = serialization.dumps(core_error)
+    except Exception:  # the user's exception cannot be pickled: keep its text
+        if isinstance(core_error, errors.TaskFailed):
+            core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
+                                           core_error.pid, core_error.ip, core_error.actor_repr,
+                                           core_error.cause_repr)
+        ser = serialization.dumps(core_error)
+    packed = wire.pack(ser, buffers)
+    return ("err", [packed] * max(num_returns, 1), buffers)
+
+
+def _task_failure(exc, name, actor_class_name):
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None))
+    return errors.TaskFailed(exc, tb, name, os.getpid(), _node_ip(),
+                             actor_repr=actor_class_name, cause_repr=repr(exc))
+
+
+def _node_ip():
+    return "127.0.0.1"
+
+
+def _apply_env(env_vars):
+    if not env_vars:
+        return None
+    saved = {k: os.environ.get(k) for k in env_vars}
+    os.environ.update({k: str(v) for k, v in env_vars.items()})
+    return saved
+
+
+def _restore_env(saved):
+    if not saved:
+        return
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _flush_std():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    fd = int(argv[0])
+    # Functions that reference ``ray`` must unpickle here: serve the proxy even if the
+    # interpreter skipped .pth files.
+    os.environ["RAY_BACKEND"] = "yuanrong"
+    from ray_adapter import hook
+    from ray_adapter.core import set_current
+
+    hook.install()
+    worker = Worker(fd)
+    set_current(worker.core)
+    import ray  # noqa: F401  - warm the proxy so the first task does not pay for it
+
+    worker.run()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Identifiers laid out like Ray's binary IDs, so their hex forms read as Ray's do.
+
+Sizes (bytes): job 4, actor 16 (12 unique + job), task 24 (8 unique + 12 actor part + job),
+object 28 (task id + 4-byte little-endian return index), node 28, worker 28, placement group 18.
+The embedded driver mints every id, so a per-runtime counter keeps them unique.
+"""
+import itertools
+import os
+import threading
+
+JOB_ID_SIZE = 4
+ACTOR_ID_SIZE = 16
+TASK_ID_SIZE = 24
+OBJECT_ID_SIZE = 28
+NODE_ID_SIZE = 28
+WORKER_ID_SIZE = 28
+PLACEMENT_GROUP_ID_SIZE = 18
+
+_NO_ACTOR = b"\xff" * 12
+
+
+def random_id(size):
+    """A random binary id of ``size`` bytes."""
+    return os.urandom(size)
+
+
+def job_id(index):
+    """Ray's job ids are a little-endian counter: job 1 prints as ``01000000``."""
+    return index.to_bytes(JOB_ID_SIZE, "little")
+
+
+class IdFactory:
+    """Mints task, actor and object ids for one runtime (thread-safe)."""
+
+    def __init__(self, job):
+        self.job = job
+        self._salt = os.urandom(4)
+        self._counter = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def _unique(self, n):
+        with self._lock:
+            value = next(self._counter)
+        return value.to_bytes(4, "little") + self._salt[: n - 4] + os.urandom(max(0, n - 8))
+
+    def actor(self):
+        return self._unique(12) + self.job
+
+    def task(self, actor_id=None):
+        return self._unique(8) + (actor_id[:12] if actor_id else _NO_ACTOR) + self.job
+
+    @staticmethod
+    def returns(task_id, count):
+        """The ids of a task's ``count`` return values (index 1..count)."""
+        return [task_id + i.to_bytes(4, "little") for i in range(1, count + 1)]
+
+    def put(self):
+        return self.task() + (0).to_bytes(4, "little")

@@ -1,0 +1,216 @@
+"""The runtime-core interface: the one contract between the proxy ``ray`` package and a backend.
+
+The proxy modules call only these methods; a backend (``embedded``, ``yuanrong``, or a third one
+registered under the ``ray_adapter.backends`` entry-point group) implements them. Nothing here
+mentions Ray's public classes: values are plain Python objects, ids are ``bytes``, failures are
+:mod:`ray_adapter.core.errors`.
+
+Units: CPU and GPU amounts are (fractional) counts, ``memory`` is bytes, timeouts are float
+seconds (``None`` = wait forever).
+"""
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+class ArgRef:
+    """Marks a top-level task argument that is an object id: the backend resolves it to the
+    object's value before the task runs (nested ids are passed through untouched)."""
+
+    __slots__ = ("object_id",)
+
+    def __init__(self, object_id):
+        self.object_id = object_id
+
+    def __reduce__(self):
+        return ArgRef, (self.object_id,)
+
+
+@dataclass
+class TaskOptions:
+    """Options of one task or actor-method invocation."""
+
+    name: str = ""
+    num_returns: int = 1
+    resources: Dict[str, float] = field(default_factory=dict)  # {"CPU": 1.0, "GPU": 0.5, ...}
+    max_retries: int = 3            # retries on worker death; -1 = forever
+    retry_exceptions: Any = False   # False, True, or a tuple of exception classes
+    runtime_env: Optional[dict] = None
+    scheduling: Optional[dict] = None
+
+
+@dataclass
+class ActorOptions:
+    """Options of one actor creation."""
+
+    class_name: str = ""
+    resources: Dict[str, float] = field(default_factory=dict)
+    max_restarts: int = 0           # -1 = forever
+    max_task_retries: int = 0       # -1 = forever
+    max_concurrency: Optional[int] = None  # None: 1 for sync actors, 1000 for async actors
+    is_async: bool = False
+    name: Optional[str] = None
+    namespace: Optional[str] = None
+    get_if_exists: bool = False
+    detached: bool = False
+    runtime_env: Optional[dict] = None
+    scheduling: Optional[dict] = None
+    handle_meta: Any = None         # opaque to the core: what a caller needs to rebuild a handle
+
+
+@dataclass
+class InitOptions:
+    """Options of ``start``."""
+
+    num_cpus: Optional[float] = None
+    num_gpus: Optional[float] = None
+    memory: Optional[int] = None
+    object_store_memory: Optional[int] = None
+    resources: Dict[str, float] = field(default_factory=dict)
+    namespace: Optional[str] = None
+    runtime_env: Optional[dict] = None
+    log_to_driver: bool = True
+    address: Optional[str] = None
+
+
+@dataclass
+class ActorInfo:
+    """What the core knows of a live actor (returned by named lookups)."""
+
+    actor_id: bytes
+    name: Optional[str]
+    namespace: Optional[str]
+    class_name: str
+    handle_meta: Any
+    state: str = "ALIVE"
+
+
+class RuntimeCore(abc.ABC):
+    """One runtime (driver side or inside a worker). All methods are thread-safe."""
+
+    backend_name = "abstract"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def start(self, options: InitOptions) -> Dict[str, Any]:
+        """Start (or connect to) the runtime; returns address info (``address``, ``node_id``...)."""
+
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """Stop every worker this driver started and free every object; idempotent."""
+
+    # -- objects -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def put(self, value) -> bytes:
+        """Store ``value``; returns its new object id (the caller owns one reference)."""
+
+    @abc.abstractmethod
+    def get(self, object_ids: List[bytes], timeout: Optional[float]) -> List[Any]:
+        """Values of ``object_ids`` in order. Raises GetTimeout, TaskFailed, TaskCancelled,
+        WorkerDied, ActorDied or ObjectFreed (the first failed object's error)."""
+
+    @abc.abstractmethod
+    def wait(self, object_ids: List[bytes], num_returns: int, timeout: Optional[float]):
+        """``(ready_ids, not_ready_ids)``: the first ``num_returns`` ready ids, in input order."""
+
+    @abc.abstractmethod
+    def add_local_reference(self, object_id: bytes) -> None:
+        """The caller holds one more handle to ``object_id``."""
+
+    @abc.abstractmethod
+    def remove_local_reference(self, object_id: bytes) -> None:
+        """The caller dropped a handle; the object may be freed when none remains."""
+
+    @abc.abstractmethod
+    def object_escaped(self, object_id: bytes) -> None:
+        """The id was serialized into a value that may reach another process."""
+
+    # -- tasks -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def submit_task(self, function, function_key: bytes, args: tuple, kwargs: dict,
+                    options: TaskOptions) -> List[bytes]:
+        """Run ``function(*args, **kwargs)`` on a worker; returns ``num_returns`` object ids.
+        ``function_key`` identifies the function so it is shipped to each worker once."""
+
+    @abc.abstractmethod
+    def cancel(self, object_id: bytes, force: bool, recursive: bool) -> None:
+        """Cancel the task producing ``object_id`` (pending: dropped; running: interrupted, or
+        its worker killed when ``force``)."""
+
+    # -- actors ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_actor(self, cls, class_key: bytes, args: tuple, kwargs: dict,
+                     options: ActorOptions) -> ActorInfo:
+        """Create an actor; returns its info. Raises ActorNameTaken for a duplicate name
+        (unless ``get_if_exists``, which returns the existing actor)."""
+
+    @abc.abstractmethod
+    def submit_actor_task(self, actor_id: bytes, method_name: str, args: tuple, kwargs: dict,
+                          options: TaskOptions) -> List[bytes]:
+        """Call a method; calls from one caller run in submission order."""
+
+    @abc.abstractmethod
+    def add_actor_handle(self, actor_id: bytes) -> None:
+        """The caller holds one more handle to the actor."""
+
+    @abc.abstractmethod
+    def remove_actor_handle(self, actor_id: bytes) -> None:
+        """The caller dropped a handle; a non-detached actor with no handle left (none in this
+        process and none serialized elsewhere) ends once its queued calls are done."""
+
+    @abc.abstractmethod
+    def actor_handle_escaped(self, actor_id: bytes) -> None:
+        """A handle was serialized and may live in another process: never end it for scope."""
+
+    @abc.abstractmethod
+    def kill_actor(self, actor_id: bytes, no_restart: bool) -> None:
+        """Kill the actor's process now; pending calls fail with ActorDied."""
+
+    @abc.abstractmethod
+    def get_named_actor(self, name: str, namespace: Optional[str]) -> ActorInfo:
+        """The live actor called ``name``; raises ActorNotFound."""
+
+    @abc.abstractmethod
+    def list_named_actors(self, all_namespaces: bool) -> List[Dict[str, str]]:
+        """``[{"name": ..., "namespace": ...}]`` of live named actors."""
+
+    @abc.abstractmethod
+    def exit_current_actor(self) -> None:
+        """Called inside an actor: end it without restart, after the current call."""
+
+    # -- cluster state -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def nodes(self) -> List[Dict[str, Any]]:
+        """One dict per node: ``node_id`` (hex), ``alive``, ``address``, ``hostname``,
+        ``resources_total`` and ``labels``."""
+
+    @abc.abstractmethod
+    def cluster_resources(self) -> Dict[str, float]:
+        """Total resources of the cluster."""
+
+    @abc.abstractmethod
+    def available_resources(self) -> Dict[str, float]:
+        """Free resources now (resources with nothing free are omitted)."""
+
+    @abc.abstractmethod
+    def context(self) -> Dict[str, Any]:
+        """The caller's context: ``job_id``, ``node_id``, ``task_id``, ``actor_id`` (bytes or
+        None), ``namespace``, ``worker_mode`` ("driver"/"worker"), ``assigned_resources``,
+        ``gpu_ids``, ``task_name``, ``actor_name``, ``was_restarted``, ``actor_handle_meta``,
+        ``runtime_env``."""
+
+    # -- placement groups (resource groups) --------------------------------------------------
+    # Part of the contract from the start so backends are shaped for them; a backend that does
+    # not provide them yet raises NotImplementedError and the compat matrix marks them ``gap``.
+    def create_placement_group(self, bundles: List[Dict[str, float]], strategy: str,
+                               name: str, lifetime: Optional[str]) -> bytes:
+        """Reserve ``bundles`` with ``strategy`` (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)."""
+        raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
+
+    def remove_placement_group(self, placement_group_id: bytes) -> None:
+        """Release the group's bundles; actors and tasks placed in it are killed."""
+        raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
+
+    def placement_group_table(self, placement_group_id: Optional[bytes]) -> Dict[str, Any]:
+        """State of one group (or all groups when ``placement_group_id`` is None)."""
+        raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")

@@ -1,0 +1,86 @@
+"""Errors for what the adapter does not provide, built from the compat matrix.
+
+Each error names the Ray symbol, says why it is missing and what to use instead, and points to
+its matrix entry. The classes subclass the builtin a Ray user's code would catch:
+``AttributeError`` (so ``hasattr`` works), ``ModuleNotFoundError`` (so ``try: import ray.serve
+except ImportError`` works) and ``ValueError`` for options.
+"""
+from ray_adapter import matrix
+
+
+class RayAdapterGap(Exception):
+    """Mixin base: every gap error carries the matrix qualname it is about."""
+
+    qualname = ""
+
+
+class RayAdapterGapError(RayAdapterGap, AttributeError):
+    """A Ray attribute the adapter does not provide (a ``gap`` in the compat matrix)."""
+
+
+class RayAdapterModuleGapError(RayAdapterGap, ModuleNotFoundError):
+    """A Ray submodule the adapter does not provide."""
+
+
+class RayAdapterOptionError(RayAdapterGap, ValueError):
+    """A ``ray.remote`` / ``.options`` / ``ray.init`` option the adapter does not support."""
+
+
+def _message(qualname, entry, what):
+    if entry is None:
+        reason = f"{what} is not part of the Ray {_ray_version()} API that ray-adapter mirrors"
+        return f"{qualname}: {reason}; see {matrix.matrix_ref(qualname)}."
+    note = entry.note or "not implemented by ray-adapter yet"
+    return f"{qualname} is not supported by ray-adapter ({entry.embedded}): {note} See {matrix.matrix_ref(qualname)}."
+
+
+def _ray_version():
+    from ray_adapter import RAY_API_VERSION
+
+    return RAY_API_VERSION
+
+
+def attribute_gap_error(module, name):
+    """The error for ``getattr(<ray module>, name)`` on a name the proxy does not define."""
+    entry = matrix.lookup(module, name)
+    qualname = f"{module}.{name}"
+    if entry is None:
+        err = RayAdapterGapError(f"module {module!r} has no attribute {name!r}")
+    else:
+        err = RayAdapterGapError(_message(qualname, entry, "attribute"))
+    err.qualname = qualname
+    err.name, err.obj = name, None
+    return err
+
+
+def module_gap_error(module):
+    """The error for ``import <module>`` of a Ray submodule the adapter does not provide."""
+    entry = matrix.module_entry(module)
+    if entry is None:
+        message = f"No module named {module!r} (not a module of the Ray API that ray-adapter serves; see {matrix.matrix_ref(module)})"
+    else:
+        message = _message(module, entry, "module")
+    err = RayAdapterModuleGapError(message, name=module)
+    err.qualname = module
+    return err
+
+
+def option_gap_error(owner, option, reason):
+    """The error for an unsupported option of ``owner`` (e.g. ``ray.remote``)."""
+    qualname = f"{owner}({option}=...)"
+    err = RayAdapterOptionError(
+        f"{owner}: option {option!r} is not supported by ray-adapter: {reason} See {matrix.matrix_ref(owner)}."
+    )
+    err.qualname = qualname
+    return err
+
+
+def module_getattr(module):
+    """A module-level ``__getattr__`` for proxy module ``module``: gap errors from the matrix."""
+
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        raise attribute_gap_error(module, name)
+
+    return __getattr__

@@ -1,0 +1,139 @@
+"""The import hook: a ``MetaPathFinder`` that serves the adapter's proxy modules as ``ray``.
+
+``ray`` and every ``ray.X`` name resolve to the one canonical module ``ray_adapter.ray.X`` (the
+same object under both names, so classes are never loaded twice). A Ray submodule the adapter
+does not provide raises :class:`ray_adapter.gaps.RayAdapterModuleGapError`, a
+``ModuleNotFoundError`` subclass, with the reason recorded in the compat matrix.
+
+The finder also answers ``importlib.metadata`` queries for the ``ray`` distribution, so library
+availability checks (``find_spec("ray")``, ``version("ray")``) see Ray.
+
+Stdlib only at import time: this module is imported at interpreter start.
+"""
+import contextlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
+import warnings
+
+PROXY_PACKAGE = "ray_adapter.ray"
+_install_lock = threading.RLock()
+
+
+def owns(fullname):
+    """True for ``ray`` and ``ray.*`` only (never ``ray_adapter`` or ``raydp``)."""
+    return fullname == "ray" or fullname.startswith("ray.")
+
+
+def proxy_name(fullname):
+    """``ray.util.queue`` -> ``ray_adapter.ray.util.queue``."""
+    return PROXY_PACKAGE + fullname[len("ray"):]
+
+
+class RayProxyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finder and loader for ``ray`` / ``ray.*``; one instance is installed per interpreter."""
+
+    _ray_adapter_finder = True  # marker: recognised across reloads of this module
+
+    def __init__(self):
+        self.active = True
+
+    # -- finder ----------------------------------------------------------------------------
+    def find_spec(self, fullname, path=None, target=None):
+        if not self.active or not owns(fullname):
+            return None
+        target_spec = importlib.util.find_spec(proxy_name(fullname))
+        if target_spec is None:
+            from ray_adapter import gaps
+
+            raise gaps.module_gap_error(fullname)
+        return importlib.machinery.ModuleSpec(
+            fullname, self, is_package=target_spec.submodule_search_locations is not None
+        )
+
+    def find_distributions(self, context=None):
+        """Answer ``importlib.metadata`` for the ``ray`` distribution while the hook is active."""
+        if not self.active:
+            return iter(())
+        name = getattr(context, "name", None)
+        if name is not None and name.lower().replace("-", "_") != "ray":
+            return iter(())
+        from ray_adapter import _distribution
+
+        return iter((_distribution.RayShimDistribution(),))
+
+    # -- loader ----------------------------------------------------------------------------
+    def create_module(self, spec):
+        module = importlib.import_module(proxy_name(spec.name))
+        spec.loader_state = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # The import machinery stamped the alias spec on the canonical module; give the module
+        # back its own spec so reloads and pickling keep seeing ``ray_adapter.ray...``.
+        alias_spec = module.__spec__
+        if alias_spec is not None and alias_spec.loader_state is not None:
+            module.__spec__ = alias_spec.loader_state
+
+
+def installed_finder():
+    """The active finder instance in ``sys.meta_path``, or None."""
+    for finder in sys.meta_path:
+        if getattr(finder, "_ray_adapter_finder", False):
+            return finder
+    return None
+
+
+def install():
+    """Install the finder at ``sys.meta_path[0]``; idempotent. Returns the finder.
+
+    If a module named ``ray`` that is not the adapter's was imported before this call, that
+    module stays in use: a ``RuntimeWarning`` names it (``RuntimeError`` when
+    ``RAY_ADAPTER_STRICT=1``), because swapping it silently would mix two Rays in one process.
+    """
+    with _install_lock:
+        finder = installed_finder()
+        if finder is None:
+            finder = RayProxyFinder()
+            sys.meta_path.insert(0, finder)
+        finder.active = True
+        existing = sys.modules.get("ray")
+        if existing is not None and not getattr(existing, "__name__", "").startswith(PROXY_PACKAGE):
+            where = getattr(existing, "__file__", None) or repr(existing)
+            message = (
+                f"ray-adapter: 'ray' was already imported from {where} before the import hook "
+                "was installed, so this process keeps using that module. Set RAY_BACKEND=yuanrong "
+                "in the environment (or import ray_adapter.auto first) before anything imports ray."
+            )
+            if os.environ.get("RAY_ADAPTER_STRICT", "") == "1":
+                raise RuntimeError(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return finder
+
+
+def uninstall():
+    """Remove the finder (modules already imported as ``ray`` stay in ``sys.modules``)."""
+    with _install_lock:
+        sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_ray_adapter_finder", False)]
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within the block, ``import ray`` is not served by the adapter (real Ray if installed).
+
+    Names already imported stay as they are; callers that need real Ray must import it inside
+    the block before anything imported the proxy.
+    """
+    finder = installed_finder()
+    if finder is None:
+        yield
+        return
+    finder.active = False
+    try:
+        yield
+    finally:
+        finder.active = True

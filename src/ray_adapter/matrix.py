@@ -1,0 +1,121 @@
+"""The compat matrix: which Ray symbols the adapter supports, per backend.
+
+Data lives in ``compat_matrix/<module>.toml`` (package data; also reachable from the repository
+root as ``compat_matrix/``). It is the single source of truth: proxy modules take their public
+surface and their gap errors from it, ``ray-adapter report`` prints it, and the tests fail when
+matrix and code disagree.
+"""
+import functools
+import os
+from dataclasses import dataclass
+
+STATUSES = ("supported", "partial", "gap")
+BACKENDS = ("embedded", "yuanrong")
+MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat_matrix")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One symbol (or submodule) of a Ray module and its status per backend."""
+
+    module: str
+    name: str
+    kind: str
+    embedded: str
+    yuanrong: str
+    note: str
+
+    @property
+    def qualname(self):
+        return f"{self.module}.{self.name}" if self.name else self.module
+
+    def status(self, backend="embedded"):
+        return getattr(self, backend)
+
+    @property
+    def available(self):
+        """True when some backend provides the symbol (the proxy module must define it)."""
+        return self.embedded != "gap" or self.yuanrong != "gap"
+
+
+def _load_toml(path):
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
+
+
+@functools.lru_cache(maxsize=None)
+def modules():
+    """``{module name: {"module_status": str, "symbols": {name: Entry}}}`` for every data file."""
+    out = {}
+    for filename in sorted(os.listdir(MATRIX_DIR)):
+        if not filename.endswith(".toml"):
+            continue
+        data = _load_toml(os.path.join(MATRIX_DIR, filename))
+        if data.get("kind") == "options":
+            continue
+        module = data["module"]
+        symbols = {
+            name: Entry(module, name, spec.get("kind", ""), spec["embedded"], spec["yuanrong"],
+                        spec.get("note", ""))
+            for name, spec in data.get("symbols", {}).items()
+        }
+        out[module] = {"module_status": data.get("module_status", "supported"), "symbols": symbols}
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def submodule_entries():
+    """Ray submodules listed only as whole modules (``[modules]`` in ``ray.toml``)."""
+    data = _load_toml(os.path.join(MATRIX_DIR, "ray.toml"))
+    return {
+        name: Entry(name, "", "module", spec["embedded"], spec["yuanrong"], spec.get("note", ""))
+        for name, spec in data.get("modules", {}).items()
+    }
+
+
+def symbols(module):
+    """``{name: Entry}`` for a Ray module (empty if the matrix does not list it)."""
+    return modules().get(module, {}).get("symbols", {})
+
+
+def lookup(module, name):
+    """The Entry for ``module.name``, or None."""
+    return symbols(module).get(name)
+
+
+def module_entry(module):
+    """The Entry describing a whole Ray module, or None if the matrix does not know it."""
+    if module in submodule_entries():
+        return submodule_entries()[module]
+    if module in modules():
+        status = modules()[module]["module_status"]
+        return Entry(module, "", "module", status, status, "")
+    return None
+
+
+def public_names(module):
+    """Names a proxy module exports (``__all__``): symbols some backend provides."""
+    return sorted(name for name, entry in symbols(module).items() if entry.available)
+
+
+@functools.lru_cache(maxsize=None)
+def options(owner):
+    """``{option: Entry}`` for ``owner`` in ("task", "actor", "init") from ``options.toml``."""
+    data = _load_toml(os.path.join(MATRIX_DIR, "options.toml"))
+    return {
+        name: Entry(f"options.{owner}", name, "option", spec["embedded"], spec["yuanrong"],
+                    spec.get("note", ""))
+        for name, spec in data.get(owner, {}).items()
+    }
+
+
+def matrix_ref(qualname):
+    """Where a user reads about a symbol: the report command and the data file."""
+    module = qualname
+    while module not in modules() and "." in module:
+        module = module.rsplit(".", 1)[0]
+    return f"`ray-adapter report --symbol {qualname}` (compat_matrix/{module}.toml)"

@@ -1,0 +1,61 @@
+"""The proxy ``ray`` package served by ray-adapter's import hook.
+
+Public names and their status come from the compat matrix (``compat_matrix/ray.toml``); a name
+the adapter does not provide raises :class:`ray_adapter.gaps.RayAdapterGapError` (an
+``AttributeError``) that says why and what to use instead. Importing this package starts
+nothing: the runtime starts at ``ray.init()`` or at the first ``.remote()``/``ray.get``/``ray.put``.
+"""
+import inspect as _inspect
+
+from ray_adapter import RAY_API_VERSION as __version__  # noqa: N811 - Ray's own name
+from ray_adapter import gaps as _gaps
+from ray_adapter import matrix as _matrix
+from ray_adapter.ray import actor, exceptions, remote_function, runtime_context, runtime_env, util
+from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
+                                             get_actor, get_gpu_ids, init, is_initialized, kill,
+                                             nodes, put, shutdown, wait)
+from ray_adapter.ray._raylet import ObjectRef
+from ray_adapter.ray.actor import ActorClass, method
+from ray_adapter.ray.remote_function import RemoteFunction
+from ray_adapter.ray.runtime_context import get_runtime_context
+
+__commit__ = "ray-adapter"
+
+
+def remote(*args, **kwargs):
+    """``@ray.remote`` / ``@ray.remote(**options)`` / ``ray.remote(obj)`` (mirrors ``ray.remote``).
+
+    On a function returns a :class:`RemoteFunction`; on a class an :class:`ActorClass`. Options
+    (``num_cpus``, ``num_gpus``, ``resources``, ``memory`` in bytes, ``max_retries``, ...) are
+    validated against the compat matrix: an unknown one raises ``ValueError``, an unsupported
+    one :class:`ray_adapter.gaps.RayAdapterOptionError`.
+    """
+    if len(args) == 1 and not kwargs and callable(args[0]):
+        return _make_remote(args[0], {})
+    if args:
+        raise TypeError(
+            "The @ray.remote decorator must be applied either with no arguments and no "
+            "parentheses, for example '@ray.remote', or it must be applied using some of the "
+            "arguments in the list ['max_calls', 'max_restarts', 'max_task_retries', "
+            "'max_retries', 'memory', 'name', 'namespace', 'num_cpus', 'num_gpus', 'num_returns', "
+            "'resources', 'runtime_env', 'scheduling_strategy', ...], for example "
+            "'@ray.remote(num_returns=2, resources={\"CustomResource\": 1})'.")
+    return lambda obj: _make_remote(obj, kwargs)
+
+
+def _make_remote(obj, options):
+    if _inspect.isclass(obj):
+        return ActorClass(obj, options)
+    if _inspect.isfunction(obj) or callable(obj):
+        return RemoteFunction(obj, options)
+    raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_matrix.public_names("ray")))
+
+
+def __getattr__(name):
+    if name == "__all__":
+        return [n for n, e in _matrix.symbols("ray").items() if e.available]
+    return _gaps.module_getattr("ray")(name)

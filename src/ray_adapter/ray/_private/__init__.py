@@ -1,0 +1,1 @@
+"""``ray._private``: the private names real workloads import (kept importable)."""

@@ -1,0 +1,169 @@
+"""Validation of ``ray.remote`` / ``.options`` / ``ray.init`` keywords against the compat matrix,
+and their translation into runtime-core option objects.
+
+Every keyword has a status in ``compat_matrix/options.toml``: an unknown keyword raises
+``ValueError`` as Ray does, a ``gap`` raises :class:`ray_adapter.gaps.RayAdapterOptionError`, a
+``partial`` one warns once per process, naming what differs. Nothing is dropped silently.
+"""
+import inspect
+import warnings
+
+from ray_adapter import gaps, matrix
+from ray_adapter.core import ActorOptions, TaskOptions
+
+_OWNER_LABEL = {"task": "remote functions", "actor": "actors", "init": "ray.init"}
+_OWNER_API = {"task": "ray.remote", "actor": "ray.remote", "init": "ray.init"}
+_warned = set()
+
+#: Values of a ``partial`` option that are fully supported (no warning, no error).
+_SUPPORTED_VALUES = {
+    "scheduling_strategy": (None, "DEFAULT", "SPREAD"),
+    "placement_group": (None, "default"),
+    "placement_group_bundle_index": (-1,),
+    "placement_group_capture_child_tasks": (None, False),
+    "lifetime": (None, "non_detached"),
+    "enable_task_events": (None, True, False),
+    "allow_out_of_order_execution": (None, False),
+    "max_pending_calls": (-1, None),
+    "object_store_memory": (None,),
+    "address": (None, "local"),
+    "include_dashboard": (None, False),
+    "local_mode": (False,),
+    "_metadata": (None,),
+}
+
+
+def _backend():
+    from ray_adapter import core
+
+    return getattr(core._current, "backend_name", None) or core.select_backend()
+
+
+def check(owner, options, backend=None):
+    """Validate ``options`` (a dict) for ``owner`` ("task", "actor" or "init")."""
+    table = matrix.options(owner)
+    backend = backend or _backend()
+    for key, value in options.items():
+        entry = table.get(key)
+        if entry is None:
+            raise ValueError(
+                f"Invalid option keyword {key} for {_OWNER_LABEL[owner]}. Valid ones are "
+                f"{sorted(table)}.")
+        status = entry.status(backend) if backend in matrix.BACKENDS else entry.embedded
+        if status == "supported":
+            continue
+        if status == "gap":
+            if value is None:
+                continue
+            raise gaps.option_gap_error(_OWNER_API[owner], key, entry.note)
+        allowed = _SUPPORTED_VALUES.get(key)
+        if allowed is not None and _value_in(value, allowed):
+            continue
+        _check_partial_value(owner, key, value, entry)
+
+
+def _value_in(value, allowed):
+    return any(value is a or (type(value) is type(a) and value == a) for a in allowed)
+
+
+def _check_partial_value(owner, key, value, entry):
+    """Raise for values of a partial option the adapter cannot honour; warn for the rest."""
+    if key == "num_returns" and not isinstance(value, int):
+        raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
+    if key == "runtime_env" and value:
+        unsupported = sorted(set(dict(value)) - {"env_vars"})
+        if unsupported:
+            raise gaps.option_gap_error(_OWNER_API[owner], f"runtime_env[{unsupported[0]!r}]", entry.note)
+        return
+    if key in ("scheduling_strategy", "placement_group", "placement_group_bundle_index",
+               "placement_group_capture_child_tasks", "address"):
+        raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
+    if key == "num_returns" or (key == "runtime_env" and not value):
+        return
+    marker = (owner, key)
+    if marker not in _warned:
+        _warned.add(marker)
+        warnings.warn(f"ray-adapter: {_OWNER_API[owner]} option {key!r} is partially supported: "
+                      f"{entry.note}", UserWarning, stacklevel=4)
+
+
+def _resources(options, default_cpus):
+    """Ray's resource request of a task or actor as ``{name: amount}``."""
+    out = {}
+    num_cpus = options.get("num_cpus")
+    out["CPU"] = default_cpus if num_cpus is None else num_cpus
+    if options.get("num_gpus"):
+        out["GPU"] = options["num_gpus"]
+    if options.get("memory"):
+        out["memory"] = options["memory"]
+    if options.get("object_store_memory"):
+        out["object_store_memory"] = options["object_store_memory"]
+    for name, amount in (options.get("resources") or {}).items():
+        if name in ("CPU", "GPU"):
+            raise ValueError(
+                f"Use the 'num_cpus' and 'num_gpus' keyword instead of 'resources' for {name!r}.")
+        out[name] = amount
+    for name, amount in out.items():
+        if amount is not None and amount < 0:
+            raise ValueError(f"Resource quantities must be nonnegative, got {name}={amount}.")
+        if amount and amount > 1 and amount != int(amount):
+            raise ValueError(f"Resource quantities >1 must be whole numbers, got {name}={amount}.")
+    return {k: v for k, v in out.items() if v}
+
+
+def task_options(options, function_name):
+    """:class:`TaskOptions` for a remote function's merged options."""
+    num_returns = options.get("num_returns")
+    retry = options.get("retry_exceptions", False)
+    if isinstance(retry, list):
+        retry = tuple(retry)
+    max_retries = options.get("max_retries")
+    return TaskOptions(
+        name=options.get("name") or function_name,
+        num_returns=1 if num_returns is None else num_returns,
+        resources=_resources(options, 1),
+        max_retries=3 if max_retries is None else max_retries,
+        retry_exceptions=retry,
+        runtime_env=options.get("runtime_env"),
+        scheduling=None,
+    )
+
+
+def actor_options(options, cls, handle_meta, is_async):
+    """:class:`ActorOptions` for an actor class's merged options."""
+    lifetime = options.get("lifetime")
+    if lifetime not in (None, "detached", "non_detached"):
+        raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"The actor name must be a non-empty string, got {name!r}.")
+    namespace = options.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        raise ValueError("\"namespace\" must be None or a non-empty string.")
+    if options.get("get_if_exists") and not name:
+        raise ValueError("The actor name must be specified to use `get_if_exists`.")
+    max_concurrency = options.get("max_concurrency")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError("max_concurrency must be >= 1")
+    return ActorOptions(
+        class_name=cls.__name__,
+        resources=_resources(options, 0),
+        max_restarts=options.get("max_restarts") or 0,
+        max_task_retries=options.get("max_task_retries") or 0,
+        max_concurrency=max_concurrency,
+        is_async=is_async,
+        name=name,
+        namespace=namespace,
+        get_if_exists=bool(options.get("get_if_exists")),
+        detached=lifetime == "detached",
+        runtime_env=options.get("runtime_env"),
+        handle_meta=handle_meta,
+    )
+
+
+def is_async_class(cls):
+    """True if any method of ``cls`` is a coroutine or async generator function (an async actor)."""
+    for _, member in inspect.getmembers(cls):
+        if inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member):
+            return True
+    return False

@@ -1,0 +1,356 @@
+"""The core Ray API (``ray.init``, ``ray.get``, ``ray.put``, ...), as ``ray._private.worker``.
+
+Each function checks its arguments the way Ray 2.x does, then calls the runtime core
+(:mod:`ray_adapter.core`); core failures are turned into :mod:`ray.exceptions` classes.
+"""
+import os
+import sys
+import threading
+
+from ray_adapter import RAY_API_VERSION
+from ray_adapter import core as _core
+from ray_adapter.core import InitOptions
+from ray_adapter.core import errors as core_errors
+from ray_adapter.ray import exceptions
+from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._raylet import ObjectRef
+
+SCRIPT_MODE = 0
+WORKER_MODE = 1
+LOCAL_MODE = 2
+
+_init_lock = threading.RLock()
+
+
+class RayContext(dict):
+    """What ``ray.init()`` returns (``ray._private.worker.RayContext``): a context manager that
+    shuts Ray down on exit; ``address_info`` keys are also readable as items."""
+
+    def __init__(self, address_info):
+        super().__init__(address_info)
+        self.address_info = address_info
+        self.dashboard_url = ""
+        self.python_version = "{}.{}.{}".format(*sys.version_info[:3])
+        self.ray_version = RAY_API_VERSION
+        self.ray_commit = "ray-adapter"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+
+    def disconnect(self):
+        shutdown()
+
+    def __repr__(self):
+        return (f"RayContext(dashboard_url={self.dashboard_url!r}, python_version="
+                f"{self.python_version!r}, ray_version={self.ray_version!r}, "
+                f"ray_commit={self.ray_commit!r})")
+
+
+class _GlobalWorker:
+    """``ray._private.worker.global_worker``: the few attributes libraries read."""
+
+    @property
+    def mode(self):
+        if not _core.is_started():
+            return None
+        return WORKER_MODE if _core.current().context()["worker_mode"] == "worker" else SCRIPT_MODE
+
+    @property
+    def connected(self):
+        return _core.is_started()
+
+    @property
+    def namespace(self):
+        return _core.current().context()["namespace"]
+
+    @property
+    def current_job_id(self):
+        from ray_adapter.ray.runtime_context import JobID
+
+        return JobID(_core.current().context()["job_id"])
+
+
+global_worker = _GlobalWorker()
+_context = None
+
+
+def _raise_core(err):
+    raise exceptions.from_core_error(err) from None
+
+
+def _ensure_core():
+    """The running core; starts the runtime first if nobody called ``ray.init()``, as Ray does."""
+    if not _core.is_started():
+        with _init_lock:
+            if not _core.is_started():
+                init()
+    return _core.current()
+
+
+def is_initialized():
+    """``ray.is_initialized()``: True after ``ray.init()`` in the driver, always in workers."""
+    return _core.is_started()
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None,
+         object_store_memory=None, local_mode=False, ignore_reinit_error=False,
+         include_dashboard=None, dashboard_host="127.0.0.1", dashboard_port=None, job_config=None,
+         configure_logging=True, logging_level="info", logging_format=None, logging_config=None,
+         log_to_driver=None, namespace=None, runtime_env=None, enable_resource_isolation=False,
+         cgroup_path=None, system_reserved_cpu=None, system_reserved_memory=None,
+         proxy_server_url=None, **kwargs):
+    """Start the runtime (mirrors ``ray.init``); returns a :class:`RayContext`.
+
+    Without ``address`` (or with ``"local"``) the embedded single-machine runtime starts with
+    ``num_cpus`` CPUs (default: the machine's), ``num_gpus`` GPUs, ``resources`` custom
+    resources and ``object_store_memory`` bytes. Raises ``RuntimeError`` when called twice
+    unless ``ignore_reinit_error=True``; an option the adapter cannot honour raises
+    :class:`ray_adapter.gaps.RayAdapterOptionError`.
+    """
+    global _context
+    given = {k: v for k, v in dict(
+        address=address, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources, labels=labels,
+        object_store_memory=object_store_memory, local_mode=local_mode or None,
+        include_dashboard=include_dashboard, dashboard_port=dashboard_port, job_config=job_config,
+        logging_format=logging_format, logging_config=logging_config, namespace=namespace,
+        runtime_env=runtime_env, enable_resource_isolation=enable_resource_isolation or None,
+        cgroup_path=cgroup_path, system_reserved_cpu=system_reserved_cpu,
+        system_reserved_memory=system_reserved_memory, proxy_server_url=proxy_server_url,
+        **kwargs).items() if v is not None}
+    with _init_lock:
+        if _core.is_started():
+            if ignore_reinit_error:
+                return _context or RayContext({})
+            raise RuntimeError(
+                "Maybe you called ray.init twice by accident? This error can be suppressed by "
+                "passing in 'ignore_reinit_error=True' or by calling 'ray.shutdown()' prior to "
+                "'ray.init()'.")
+        if address is None:
+            address = os.environ.get("RAY_ADDRESS") or None
+            if address is not None:
+                given["address"] = address
+        _options.check("init", given)
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise TypeError("namespace must be None or a non-empty string.")
+        if num_cpus is not None and num_cpus < 0:
+            raise ValueError("num_cpus must be a non-negative number.")
+        if runtime_env is not None and not isinstance(runtime_env, dict):
+            raise TypeError("runtime_env must be a dict or a ray.runtime_env.RuntimeEnv.")
+        opts = InitOptions(
+            num_cpus=num_cpus, num_gpus=num_gpus, memory=kwargs.get("_memory"),
+            object_store_memory=object_store_memory, resources=dict(resources or {}),
+            namespace=namespace, runtime_env=dict(runtime_env) if runtime_env else None,
+            log_to_driver=True if log_to_driver is None else bool(log_to_driver),
+            address=address if address not in (None, "local") else None)
+        _, info = _core.start(opts)
+        address_info = {
+            "node_ip_address": info.get("node_ip_address", "127.0.0.1"),
+            "redis_address": None,
+            "object_store_address": "",
+            "raylet_socket_name": "",
+            "webui_url": "",
+            "session_dir": "",
+            "metrics_export_port": -1,
+            "gcs_address": info.get("address", ""),
+            "address": info.get("address", ""),
+            "dashboard_agent_listen_port": -1,
+            "node_id": info.get("node_id", ""),
+        }
+        _context = RayContext(address_info)
+        return _context
+
+
+def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
+    """Stop the runtime this driver started (mirrors ``ray.shutdown``): every worker process
+    exits and every object is freed. A no-op when not initialized or inside a worker."""
+    global _context
+    with _init_lock:
+        if _core.is_started() and _core.current().context()["worker_mode"] == "worker":
+            return
+        _core.shutdown()
+        _context = None
+
+
+def _check_refs(object_refs):
+    if isinstance(object_refs, ObjectRef):
+        return [object_refs], True
+    if isinstance(object_refs, (list, tuple)):
+        for ref in object_refs:
+            if not isinstance(ref, ObjectRef):
+                raise TypeError(
+                    f"Attempting to call `get` on the value {ref!r}, which is not an ray.ObjectRef.")
+        return list(object_refs), False
+    raise ValueError(
+        f"Invalid type of object refs, {type(object_refs)}, is given. 'object_refs' must either "
+        "be an ObjectRef or a list of ObjectRefs. ")
+
+
+def get(object_refs, *, timeout=None, _use_object_store=False):
+    """Values of one ObjectRef or a list of them (mirrors ``ray.get``).
+
+    ``timeout`` in seconds (None: wait forever; 0: do not wait). Raises
+    ``GetTimeoutError`` (also a ``TimeoutError``) when not ready in time, the task's
+    ``RayTaskError`` (also an instance of the user's exception class) when it raised,
+    ``RayActorError``/``ActorDiedError`` for a dead actor, ``TaskCancelledError``,
+    ``WorkerCrashedError`` and ``ObjectLostError``.
+    """
+    refs, single = _check_refs(object_refs)
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"'timeout' must be a non-negative number, got {timeout}.")
+    core = _ensure_core()
+    try:
+        values = core.get([r._id for r in refs], timeout)
+    except core_errors.GetTimeout:
+        raise exceptions.GetTimeoutError(
+            f"Get timed out: some object(s) not ready after {timeout} seconds.") from None
+    except core_errors.CoreError as err:
+        _raise_core(err)
+    return values[0] if single else values
+
+
+def put(value, *, _owner=None, _tensor_transport=None):
+    """Store ``value`` in the object store; returns its ObjectRef (mirrors ``ray.put``).
+    Raises ``TypeError`` for an ObjectRef (wrap it in a list to store it)."""
+    if isinstance(value, ObjectRef):
+        raise TypeError(
+            "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
+            "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
+    core = _ensure_core()
+    return ObjectRef(core.put(value), core)
+
+
+def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
+    """``(ready, not_ready)`` lists of the given refs, in input order (mirrors ``ray.wait``).
+
+    Returns once ``num_returns`` refs are ready or ``timeout`` seconds passed. Raises
+    ``TypeError`` for a single ref or non-refs, ``ValueError`` for duplicates or a bad count.
+    """
+    if isinstance(ray_waitables, ObjectRef):
+        raise TypeError(
+            "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
+            f"ray.ObjectRef or ray.ObjectRefGenerator {ray_waitables!r}")
+    if not isinstance(ray_waitables, (list, tuple)):
+        raise TypeError(
+            "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got "
+            f"{type(ray_waitables)}")
+    for ref in ray_waitables:
+        if not isinstance(ref, ObjectRef):
+            raise TypeError(
+                "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got list "
+                f"containing {type(ref)}")
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
+    if len(set(ray_waitables)) != len(ray_waitables):
+        raise ValueError("Wait requires a list of unique ray_waitables.")
+    if num_returns <= 0:
+        raise ValueError(f"Invalid number of objects to return {num_returns}.")
+    if num_returns > len(ray_waitables):
+        raise ValueError("num_returns cannot be greater than the number of ray_waitables "
+                         "provided to ray.wait.")
+    if not ray_waitables:
+        return [], []
+    core = _ensure_core()
+    by_id = {r._id: r for r in ray_waitables}
+    try:
+        ready, not_ready = core.wait(list(by_id), num_returns, timeout)
+    except core_errors.CoreError as err:
+        _raise_core(err)
+    return [by_id[i] for i in ready], [by_id[i] for i in not_ready]
+
+
+def cancel(ray_waitable, *, force=False, recursive=True):
+    """Cancel the task that produces ``ray_waitable`` (mirrors ``ray.cancel``); ``ray.get``
+    on it then raises ``TaskCancelledError``. ``force=True`` kills the worker running it."""
+    if not isinstance(ray_waitable, ObjectRef):
+        raise TypeError("ray.cancel() only supported for object refs. For actors, try ray.kill(). "
+                        f"Got: {type(ray_waitable)}.")
+    core = _ensure_core()
+    try:
+        core.cancel(ray_waitable._id, force, recursive)
+    except core_errors.CoreError as err:
+        _raise_core(err)
+
+
+def kill(actor, *, no_restart=True):
+    """Kill an actor now (mirrors ``ray.kill``): its process ends, pending and later calls
+    raise ``ActorDiedError``; with ``no_restart=False`` it restarts if ``max_restarts`` allows."""
+    from ray_adapter.ray.actor import ActorHandle
+
+    if not isinstance(actor, ActorHandle):
+        raise ValueError("ray.kill() only supported for actors. For tasks, try ray.cancel(). "
+                         f"Got: {type(actor)}.")
+    core = _ensure_core()
+    core.kill_actor(actor._ray_actor_id, no_restart)
+
+
+def get_actor(name, namespace=None):
+    """The handle of the live actor called ``name`` (mirrors ``ray.get_actor``); raises
+    ``ValueError`` if there is none in ``namespace`` (default: the job's)."""
+    from ray_adapter.ray.actor import ActorHandle
+
+    if not name:
+        raise ValueError("Please supply a non-empty value to get_actor")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        raise ValueError("namespace must be None or a non-empty string.")
+    core = _ensure_core()
+    try:
+        info = core.get_named_actor(name, namespace)
+    except core_errors.ActorNotFound as err:
+        raise ValueError(
+            f"Failed to look up actor with name '{name}'. This could because 1. You are trying to "
+            "look up a named actor you didn't create. 2. The named actor died. 3. You did not use "
+            "a namespace matching the namespace of the actor.") from None
+    except core_errors.CoreError as err:
+        _raise_core(err)
+    return ActorHandle._from_info(info)
+
+
+def nodes():
+    """One dict per node, with Ray's keys (mirrors ``ray.nodes``)."""
+    core = _ensure_core()
+    out = []
+    for n in core.nodes():
+        out.append({
+            "NodeID": n["node_id"],
+            "Alive": n["alive"],
+            "NodeManagerAddress": n["address"],
+            "NodeManagerHostname": n["hostname"],
+            "NodeManagerPort": 0,
+            "ObjectManagerPort": 0,
+            "ObjectStoreSocketName": "",
+            "RayletSocketName": "",
+            "MetricsExportPort": -1,
+            "MetricsAgentPort": -1,
+            "DashboardAgentListenPort": -1,
+            "NodeName": n["address"],
+            "RuntimeEnvAgentPort": 0,
+            "DeathReason": 0,
+            "DeathReasonMessage": "",
+            "alive": n["alive"],
+            "Resources": dict(n["resources_total"]),
+            "Labels": {"ray.io/node-id": n["node_id"], **n.get("labels", {})},
+        })
+    return out
+
+
+def cluster_resources():
+    """Total resources of the cluster, ``{name: amount}`` (mirrors ``ray.cluster_resources``);
+    ``memory`` and ``object_store_memory`` are in bytes."""
+    return _ensure_core().cluster_resources()
+
+
+def available_resources():
+    """Resources free now (mirrors ``ray.available_resources``); a resource with nothing
+    free is omitted, as in Ray."""
+    return _ensure_core().available_resources()
+
+
+def get_gpu_ids():
+    """GPU ids assigned to the current task or actor (mirrors ``ray.get_gpu_ids``); ``[]`` in
+    the driver."""
+    if not _core.is_started():
+        return []
+    return list(_core.current().context()["gpu_ids"])

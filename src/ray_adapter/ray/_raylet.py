@@ -1,0 +1,110 @@
+"""``ray._raylet`` names user code touches: :class:`ObjectRef` (also ``ray.ObjectRef``).
+
+An ObjectRef holds an object id of the runtime core and one local reference to it: when the
+last ObjectRef of an id is garbage-collected in the driver, the core may free the value, as
+Ray's reference counting does.
+"""
+import asyncio
+import concurrent.futures
+import threading
+
+from ray_adapter import core as _core
+
+
+class ObjectRef:
+    """A reference to a (possibly not yet computed) object; mirrors ``ray.ObjectRef``.
+
+    ``hex()`` is 56 hex digits (28 bytes). Picklable: an ObjectRef serialized into another
+    value keeps its object alive until the runtime shuts down.
+    """
+
+    __slots__ = ("_id", "_core", "__weakref__")
+
+    def __init__(self, object_id, _core_ref=None, _add_ref=True):
+        self._id = object_id
+        self._core = _core_ref
+        if _add_ref and _core_ref is not None:
+            _core_ref.add_local_reference(object_id)
+
+    # -- identity ----------------------------------------------------------------------------
+    def binary(self):
+        """The id as 28 raw bytes."""
+        return self._id
+
+    def hex(self):
+        """The id as 56 hex digits."""
+        return self._id.hex()
+
+    def task_id(self):
+        """Hex id of the task that creates this object (the id's first 24 bytes)."""
+        return self._id[:24].hex()
+
+    def is_nil(self):
+        return not any(self._id)
+
+    def job_id(self):
+        return None
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._id == self._id
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash(self._id)
+
+    def __repr__(self):
+        return f"ObjectRef({self._id.hex()})"
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __del__(self):
+        core = self._core
+        if core is not None:
+            try:
+                core.remove_local_reference(self._id)
+            except Exception:  # interpreter shutdown: the runtime may be gone already
+                pass
+
+    def __reduce__(self):
+        if self._core is not None:
+            self._core.object_escaped(self._id)
+        return _rebuild, (self._id,)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    # -- futures -----------------------------------------------------------------------------
+    def future(self):
+        """A ``concurrent.futures.Future`` that resolves to the object's value (or error)."""
+        fut = concurrent.futures.Future()
+
+        def resolve():
+            from ray_adapter.ray._private import worker
+
+            try:
+                fut.set_result(worker.get(self))
+            except BaseException as exc:  # noqa: BLE001 - the error belongs to the future
+                fut.set_exception(exc)
+
+        threading.Thread(target=resolve, daemon=True, name="ray-adapter-future").start()
+        return fut
+
+    def as_future(self):
+        """An ``asyncio.Future`` on the running loop resolving to the object's value."""
+        return asyncio.wrap_future(self.future())
+
+    def __await__(self):
+        return self.as_future().__await__()
+
+
+def _rebuild(object_id):
+    """Unpickle an ObjectRef in whichever process holds it now."""
+    return ObjectRef(object_id, _core.current() if _core.is_started() else None)
+
+
+def make_ref(object_id, core):
+    return ObjectRef(object_id, core)

@@ -1,0 +1,267 @@
+"""``ray.actor``: actor classes, handles and methods (mirrors Ray's ``ray.actor``)."""
+import inspect
+import os
+import weakref
+
+from ray_adapter import core as _core
+from ray_adapter import gaps
+from ray_adapter.core import TaskOptions
+from ray_adapter.core import errors as core_errors
+from ray_adapter.ray._private import options as _options
+from ray_adapter.ray.remote_function import _to_core_args, _wrap_returns
+
+_METHOD_OPTIONS_ATTR = "__ray_method_options__"
+_METHOD_OPTION_NAMES = {"num_returns", "concurrency_group", "max_task_retries", "retry_exceptions",
+                        "_generator_backpressure_num_objects", "enable_task_events",
+                        "tensor_transport", "name"}
+
+
+def method(*args, **kwargs):
+    """``@ray.method(num_returns=N, ...)``: options of one actor method (mirrors ``ray.method``)."""
+    unknown = set(kwargs) - _METHOD_OPTION_NAMES
+    if unknown:
+        raise ValueError(f"Unexpected keyword arguments to @ray.method: {sorted(unknown)}. "
+                         f"Valid ones are {sorted(_METHOD_OPTION_NAMES)}.")
+    if "concurrency_group" in kwargs:
+        raise gaps.option_gap_error("ray.method", "concurrency_group",
+                                    "Concurrency groups are not implemented yet; use max_concurrency.")
+    num_returns = kwargs.get("num_returns", 1)
+    if num_returns is not None and not isinstance(num_returns, int):
+        raise gaps.option_gap_error("ray.method", f"num_returns={num_returns!r}",
+                                    "Streaming generators are not implemented yet.")
+
+    def annotate(fn):
+        setattr(fn, _METHOD_OPTIONS_ATTR, dict(kwargs))
+        return fn
+
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return annotate(args[0])
+    if args:
+        raise ValueError("The @ray.method decorator only takes keyword arguments.")
+    return annotate
+
+
+def _method_table(cls):
+    """``{name: options}`` for every public or dunder-call method of ``cls``."""
+    table = {}
+    for name, member in inspect.getmembers(cls):
+        if not callable(member) or (name.startswith("__") and name not in ("__call__",)):
+            continue
+        table[name] = dict(getattr(member, _METHOD_OPTIONS_ATTR, {}))
+    return table
+
+
+class _ActorMetadata:
+    """``Cls.__ray_metadata__``: what libraries read of an actor class."""
+
+    def __init__(self, modified_class, class_name, methods):
+        self.modified_class = modified_class
+        self.class_name = class_name
+        self.method_meta = methods
+        self.actor_creation_function_descriptor = None
+
+
+class ActorClass:
+    """What ``@ray.remote`` makes of a class (mirrors ``ray.actor.ActorClass``).
+
+    ``Cls.remote(*args, **kwargs)`` creates an actor and returns its :class:`ActorHandle`;
+    ``Cls.options(**opts).remote(...)`` does so with options merged (the class is unchanged).
+    Instantiating it directly raises ``TypeError``.
+    """
+
+    def __init__(self, cls, options=None, _key=None):
+        self.__ray_actor_class__ = cls
+        self._default_options = dict(options or {})
+        _options.check("actor", self._default_options)
+        self._key = _key or os.urandom(16)
+        self._methods = _method_table(cls)
+        self._is_async = _options.is_async_class(cls)
+        self.__ray_metadata__ = _ActorMetadata(cls, cls.__name__, self._methods)
+        self.__doc__ = cls.__doc__
+        self.__name__ = cls.__name__
+        self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
+        self.__module__ = cls.__module__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"Actors cannot be instantiated directly. Instead of "
+                        f"'{self.__name__}()', use '{self.__name__}.remote()'.")
+
+    def options(self, **actor_options):
+        """A copy with ``actor_options`` merged over this class's options."""
+        merged = dict(self._default_options)
+        merged.update(actor_options)
+        return ActorClass(self.__ray_actor_class__, merged, _key=self._key)
+
+    def remote(self, *args, **kwargs):
+        """Create the actor; returns its handle. A duplicate ``name`` raises
+        ``ActorAlreadyExistsError`` here (unless ``get_if_exists=True``)."""
+        from ray_adapter.ray._private.worker import _ensure_core, _raise_core
+
+        core = _ensure_core()
+        cls = self.__ray_actor_class__
+        meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods}
+        opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
+        args, kwargs = _to_core_args(args, kwargs)
+        try:
+            info = core.create_actor(cls, self._key, args, kwargs, opts)
+        except core_errors.CoreError as err:
+            _raise_core(err)
+        return ActorHandle._from_info(info)
+
+    def bind(self, *args, **kwargs):
+        raise gaps.attribute_gap_error("ray.actor", "ActorClass.bind")
+
+    def __repr__(self):
+        return f"<{self.__module__}.ActorClass({self.__name__}) object at {hex(id(self))}>"
+
+
+class ActorMethod:
+    """One method of an actor handle (mirrors ``ray.actor.ActorMethod``):
+    ``handle.m.remote(...)`` returns an ObjectRef (a list of refs for ``num_returns > 1``)."""
+
+    def __init__(self, handle, method_name, options):
+        self._handle = handle
+        self._method_name = method_name
+        self._options = options
+        self._core_options = None
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"Actor methods cannot be called directly. Instead of running "
+                        f"'object.{self._method_name}()', try 'object.{self._method_name}.remote()'.")
+
+    def options(self, **call_options):
+        """A copy with per-call options (``num_returns``, ``name``, ...) merged in."""
+        unknown = set(call_options) - _METHOD_OPTION_NAMES
+        if unknown:
+            raise ValueError(f"Invalid option keyword {sorted(unknown)[0]} for actor methods. "
+                             f"Valid ones are {sorted(_METHOD_OPTION_NAMES)}.")
+        num_returns = call_options.get("num_returns")
+        if num_returns is not None and not isinstance(num_returns, int):
+            raise gaps.option_gap_error("ActorMethod.options", f"num_returns={num_returns!r}",
+                                        "Streaming generators are not implemented yet.")
+        merged = dict(self._options)
+        merged.update(call_options)
+        return ActorMethod(self._handle, self._method_name, merged)
+
+    def remote(self, *args, **kwargs):
+        from ray_adapter.ray._private.worker import _ensure_core, _raise_core
+
+        core = _ensure_core()
+        opts = self._core_options
+        if opts is None:
+            num_returns = self._options.get("num_returns")
+            opts = self._core_options = TaskOptions(
+                name=self._options.get("name") or f"{self._handle._ray_class_name}.{self._method_name}",
+                num_returns=1 if num_returns is None else num_returns)
+        args, kwargs = _to_core_args(args, kwargs)
+        try:
+            ids = core.submit_actor_task(self._handle._ray_actor_id, self._method_name, args, kwargs, opts)
+        except core_errors.CoreError as err:
+            _raise_core(err)
+        return _wrap_returns(ids, opts.num_returns, core)
+
+    def bind(self, *args, **kwargs):
+        raise gaps.attribute_gap_error("ray.actor", "ActorMethod.bind")
+
+    def __repr__(self):
+        return f"<ray.actor.ActorMethod object at {hex(id(self))}>"
+
+
+class ActorID:
+    """The id of an actor (``handle._actor_id``): ``hex()`` is 32 hex digits."""
+
+    __slots__ = ("_id",)
+
+    def __init__(self, binary):
+        self._id = binary
+
+    def binary(self):
+        return self._id
+
+    def hex(self):
+        return self._id.hex()
+
+    def __eq__(self, other):
+        return isinstance(other, ActorID) and other._id == self._id
+
+    def __hash__(self):
+        return hash(self._id)
+
+    def __repr__(self):
+        return f"ActorID({self._id.hex()})"
+
+
+class ActorHandle:
+    """A handle to an actor (mirrors ``ray.actor.ActorHandle``). Picklable: pass it to tasks
+    and other actors. ``handle.method.remote(...)`` calls a method; calls from one caller run
+    in submission order."""
+
+    def __init__(self, actor_id, meta):
+        self._ray_actor_id = actor_id
+        self._ray_meta = meta
+        self._ray_class_name = meta["class_name"]
+        self._ray_method_cache = {}
+        if _core.is_started():
+            # Ray ends a non-detached actor once no handle to it is left.
+            core = _core.current()
+            core.add_actor_handle(actor_id)
+            weakref.finalize(self, _drop_handle, core, actor_id).atexit = False
+
+    @classmethod
+    def _from_info(cls, info):
+        return cls(info.actor_id, info.handle_meta)
+
+    @property
+    def _actor_id(self):
+        return ActorID(self._ray_actor_id)
+
+    def __getattr__(self, name):
+        if name.startswith("_ray_") or name.startswith("__"):
+            raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
+        methods = self._ray_meta["methods"]
+        if name not in methods:
+            raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
+        cached = self._ray_method_cache.get(name)
+        if cached is None:
+            cached = self._ray_method_cache[name] = ActorMethod(self, name, methods[name])
+        return cached
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._ray_meta["methods"]))
+
+    def __reduce__(self):
+        if _core.is_started():
+            _core.current().actor_handle_escaped(self._ray_actor_id)
+        return _rebuild_handle, (self._ray_actor_id, self._ray_meta)
+
+    def __eq__(self, other):
+        return isinstance(other, ActorHandle) and other._ray_actor_id == self._ray_actor_id
+
+    def __hash__(self):
+        return hash(self._ray_actor_id)
+
+    def __repr__(self):
+        return f"Actor({self._ray_class_name}, {self._ray_actor_id.hex()})"
+
+
+def _rebuild_handle(actor_id, meta):
+    return ActorHandle(actor_id, meta)
+
+
+def _drop_handle(core, actor_id):
+    try:
+        core.remove_actor_handle(actor_id)
+    except Exception:  # interpreter shutdown: nothing left to release
+        pass
+
+
+def exit_actor():
+    """End the current actor from inside one of its methods (mirrors ``ray.actor.exit_actor``):
+    the actor is not restarted and later calls raise ``ActorDiedError``. Raises ``TypeError``
+    outside an actor."""
+    if not _core.is_started() or _core.current().context()["actor_id"] is None:
+        raise TypeError("exit_actor API is called on a non-actor worker.")
+    _core.current().exit_current_actor()
+
+
+__getattr__ = gaps.module_getattr("ray.actor")

@@ -1,0 +1,87 @@
+"""``ray.remote_function``: :class:`RemoteFunction`, what ``@ray.remote`` makes of a function."""
+import functools
+import os
+
+from ray_adapter import gaps
+from ray_adapter.core import ArgRef
+from ray_adapter.core import errors as core_errors
+from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._raylet import ObjectRef
+
+
+def _to_core_args(args, kwargs):
+    """Top-level ObjectRef arguments become :class:`ArgRef` so the core resolves them to values
+    before the call (nested refs are passed as refs, as in Ray)."""
+    if any(type(a) is ObjectRef for a in args):
+        args = tuple(ArgRef(a._id) if type(a) is ObjectRef else a for a in args)
+    if kwargs and any(type(v) is ObjectRef for v in kwargs.values()):
+        kwargs = {k: ArgRef(v._id) if type(v) is ObjectRef else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _wrap_returns(ids, num_returns, core):
+    if num_returns == 0:
+        return None
+    refs = [ObjectRef(i, core) for i in ids]
+    return refs[0] if num_returns == 1 else refs
+
+
+class RemoteFunction:
+    """A remote function (mirrors ``ray.remote_function.RemoteFunction``).
+
+    ``f.remote(*args, **kwargs)`` submits a task and returns an ObjectRef (a list of
+    ``num_returns`` refs when ``num_returns > 1``, None when 0). ``f.options(**opts)`` returns a
+    new remote function with the options merged; the original is unchanged.
+    """
+
+    def __init__(self, function, options=None, _key=None):
+        if not callable(function):
+            raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+        self._function = function
+        self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
+        self._default_options = dict(options or {})
+        _options.check("task", self._default_options)
+        self._key = _key or os.urandom(16)
+        self._core_options = None
+        functools.update_wrapper(self, function, updated=())
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"Remote functions cannot be called directly. Instead of running "
+            f"'{self._function_name}()', try '{self._function_name}.remote()'.")
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_core_options"] = None
+        return state
+
+    def options(self, **task_options):
+        """A copy with ``task_options`` merged over this function's options."""
+        merged = dict(self._default_options)
+        merged.update(task_options)
+        return RemoteFunction(self._function, merged, _key=self._key)
+
+    def remote(self, *args, **kwargs):
+        """Submit the task; returns its ObjectRef(s)."""
+        from ray_adapter.ray._private.worker import _ensure_core, _raise_core
+
+        core = _ensure_core()
+        opts = self._core_options
+        if opts is None:
+            opts = self._core_options = _options.task_options(
+                self._default_options, getattr(self._function, "__name__", "task"))
+        args, kwargs = _to_core_args(args, kwargs)
+        try:
+            ids = core.submit_task(self._function, self._key, args, kwargs, opts)
+        except core_errors.CoreError as err:
+            _raise_core(err)
+        return _wrap_returns(ids, opts.num_returns, core)
+
+    def bind(self, *args, **kwargs):
+        raise gaps.attribute_gap_error("ray.remote_function", "RemoteFunction.bind")
+
+    def __repr__(self):
+        return f"<ray.remote_function.RemoteFunction object at {hex(id(self))}>"
+
+
+__getattr__ = gaps.module_getattr("ray.remote_function")

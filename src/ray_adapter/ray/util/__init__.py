@@ -1,0 +1,26 @@
+"""``ray.util``: node address and named-actor listing (placement groups: see the matrix)."""
+from ray_adapter import gaps
+
+
+def get_node_ip_address(address="8.8.8.8:53"):
+    """The IP address of the node this process runs on (mirrors ``ray.util.get_node_ip_address``).
+    The embedded runtime's one node is ``127.0.0.1``; ``address`` is accepted for compatibility."""
+    from ray_adapter import core
+
+    if not core.is_started():
+        return "127.0.0.1"
+    return core.current().nodes()[0]["address"]
+
+
+def list_named_actors(all_namespaces=False):
+    """Names of live named actors in the current namespace, or ``[{"name", "namespace"}]`` dicts
+    for every namespace when ``all_namespaces`` (mirrors ``ray.util.list_named_actors``)."""
+    from ray_adapter.ray._private.worker import _ensure_core
+
+    entries = _ensure_core().list_named_actors(all_namespaces)
+    if all_namespaces:
+        return entries
+    return [e["name"] for e in entries]
+
+
+__getattr__ = gaps.module_getattr("ray.util")
