@@ -64,7 +64,7 @@ def modules():
             for name, spec in data.get("symbols", {}).items()
         }
         out[module] = {"module_status": data.get("module_status", "supported"), "symbols": symbols}
-    return out
+    return dict(sorted(out.items()))
 
 
 @functools.lru_cache(maxsize=None)

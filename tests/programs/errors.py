@@ -33,7 +33,7 @@ except Exception as e:
     show("ValueError str has message", "original message 123" in str(e))
     show("ValueError str has function name", "boom_value" in str(e))
     show("ValueError args types", [type(a).__name__ for a in e.args])
-    show("ValueError as_instanceof_cause is self", type(e.as_instanceof_cause()).__name__)
+    show("ValueError as_instanceof_cause type", type(e.as_instanceof_cause()).__name__)
 
 
 # error propagates through a dependent task

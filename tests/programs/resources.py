@@ -12,6 +12,11 @@ def show(label, value):
     print(f"{label}: {value!r}")
 
 
+def sorted_dict(d):
+    # Key order of resource dicts is not stable in Ray: print sorted.
+    return dict(sorted(d.items()))
+
+
 def hex_format(value):
     """Describe an id string without printing it."""
     if value is None:
@@ -141,12 +146,12 @@ show("task job_id same as driver", t["job_id"] == job_id)
 show("task node_id same as driver", t["node_id"] == node_id)
 show("task task_id format", hex_format(t["task_id"]))
 show("task actor_id", t["actor_id"])
-show("task assigned resources (default)", t["assigned"])
+show("task assigned resources (default)", sorted_dict(t["assigned"]))
 show("task get_gpu_ids", t["gpu_ids"])
 show("task name", t["task_name"])
 show("task function name ends with", t["function_name"].rsplit(".", 1)[-1])
-show("task assigned resources (num_cpus=2)", ray.get(task_two_cpus.remote()))
-show("task assigned resources (fractional)", ray.get(task_fractional.remote()))
+show("task assigned resources (num_cpus=2)", sorted_dict(ray.get(task_two_cpus.remote())))
+show("task assigned resources (fractional)", sorted_dict(ray.get(task_fractional.remote())))
 a, b = ray.get([task_context.remote(), task_context.remote()])
 show("two tasks have different task ids", a["task_id"] != b["task_id"])
 
@@ -169,7 +174,7 @@ actor = Ctx.remote()
 info = ray.get(actor.info.remote())
 show("actor actor_id format", hex_format(info["actor_id"]))
 show("actor task_id format", hex_format(info["task_id"]))
-show("actor assigned resources (default)", info["assigned"])
+show("actor assigned resources (default)", sorted_dict(info["assigned"]))
 show("actor get_gpu_ids", info["gpu_ids"])
 show("actor job_id same as driver", info["job_id"] == job_id)
 info2 = ray.get(actor.info.remote())
@@ -183,6 +188,6 @@ class CtxOneCpu:
         return ray.get_runtime_context().get_assigned_resources()
 
 
-show("actor assigned resources (num_cpus=1)", ray.get(CtxOneCpu.remote().assigned.remote()))
+show("actor assigned resources (num_cpus=1)", sorted_dict(ray.get(CtxOneCpu.remote().assigned.remote())))
 
 ray.shutdown()

@@ -8,6 +8,17 @@ only these, so they never depend on Ray's public surface.
 class CoreError(Exception):
     """Base of every runtime-core failure."""
 
+    def __reduce__(self):
+        # Constructors differ per class; rebuild from the instance state instead.
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class GetTimeout(CoreError):
     """``get`` did not find every object ready within the timeout."""

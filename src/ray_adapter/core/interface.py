@@ -129,7 +129,8 @@ class RuntimeCore(abc.ABC):
     @abc.abstractmethod
     def submit_task(self, function, function_key: bytes, args: tuple, kwargs: dict,
                     options: TaskOptions) -> List[bytes]:
-        """Run ``function(*args, **kwargs)`` on a worker; returns ``num_returns`` object ids.
+        """Run ``function(*args, **kwargs)`` on a worker; returns ``num_returns`` object ids, each
+        with one local reference owned by the caller (as ``put``).
         ``function_key`` identifies the function so it is shipped to each worker once."""
 
     @abc.abstractmethod
@@ -147,7 +148,8 @@ class RuntimeCore(abc.ABC):
     @abc.abstractmethod
     def submit_actor_task(self, actor_id: bytes, method_name: str, args: tuple, kwargs: dict,
                           options: TaskOptions) -> List[bytes]:
-        """Call a method; calls from one caller run in submission order."""
+        """Call a method; calls from one caller run in submission order. Returns ids owned by
+        the caller, as ``submit_task``."""
 
     @abc.abstractmethod
     def add_actor_handle(self, actor_id: bytes) -> None:

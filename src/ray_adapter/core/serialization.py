@@ -8,8 +8,9 @@ import pickle
 
 import cloudpickle
 
-#: Buffers at least this large (bytes) are kept out of band.
-OUT_OF_BAND_MIN_BYTES = 64 * 1024
+#: Buffers at least this large (bytes) are kept out of band. Zero: every array buffer is, so
+#: every array read back from the store is read-only, as in Ray.
+OUT_OF_BAND_MIN_BYTES = 0
 
 
 class Serialized:

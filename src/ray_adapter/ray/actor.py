@@ -90,7 +90,7 @@ class ActorClass:
         """A copy with ``actor_options`` merged over this class's options."""
         merged = dict(self._default_options)
         merged.update(actor_options)
-        return ActorClass(self.__ray_actor_class__, merged, _key=self._key)
+        return type(self)(self.__ray_actor_class__, merged, _key=self._key)
 
     def remote(self, *args, **kwargs):
         """Create the actor; returns its handle. A duplicate ``name`` raises
@@ -101,9 +101,9 @@ class ActorClass:
         cls = self.__ray_actor_class__
         meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods}
         opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
-        args, kwargs = _to_core_args(args, kwargs)
+        core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
         try:
-            info = core.create_actor(cls, self._key, args, kwargs, opts)
+            info = core.create_actor(cls, self._key, core_args, core_kwargs, opts)
         except core_errors.CoreError as err:
             _raise_core(err)
         return ActorHandle._from_info(info)
@@ -113,6 +113,17 @@ class ActorClass:
 
     def __repr__(self):
         return f"<{self.__module__}.ActorClass({self.__name__}) object at {hex(id(self))}>"
+
+
+def make_actor_class(cls, options):
+    """``ray.remote(cls)``: an instance of ``ActorClass(<cls name>)``, a subclass of
+    :class:`ActorClass` made per user class, as Ray names it."""
+    return _derived_actor_class(cls)(cls, options)
+
+
+def _derived_actor_class(cls):
+    name = f"ActorClass({cls.__name__})"
+    return type(name, (ActorClass,), {"__module__": cls.__module__, "__qualname__": name})
 
 
 class ActorMethod:
@@ -153,9 +164,10 @@ class ActorMethod:
             opts = self._core_options = TaskOptions(
                 name=self._options.get("name") or f"{self._handle._ray_class_name}.{self._method_name}",
                 num_returns=1 if num_returns is None else num_returns)
-        args, kwargs = _to_core_args(args, kwargs)
+        core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
         try:
-            ids = core.submit_actor_task(self._handle._ray_actor_id, self._method_name, args, kwargs, opts)
+            ids = core.submit_actor_task(self._handle._ray_actor_id, self._method_name, core_args,
+                                         core_kwargs, opts)
         except core_errors.CoreError as err:
             _raise_core(err)
         return _wrap_returns(ids, opts.num_returns, core)

@@ -62,7 +62,10 @@ class RayTaskError(RayError):
         self.ip = ip
         self.actor_repr = actor_repr
         self.actor_id = actor_id
-        super().__init__(function_name, traceback_str, cause, proctitle, pid, ip, actor_repr, actor_id)
+        # Not super(): in a dual class the next base is the user's exception class, whose
+        # constructor takes the user's arguments.
+        Exception.__init__(self, function_name, traceback_str, cause, proctitle, pid, ip,
+                           actor_repr, actor_id)
 
     def make_dual_exception_instance(self):
         return self.as_instanceof_cause()
@@ -96,8 +99,7 @@ def _dual_class(cause_cls):
 
     def __init__(self, *args):
         RayTaskError.__init__(self, *args)
-        # Keep the exception's args as the cause's, so ``e.args`` matches the user's error.
-        self.args = getattr(self.cause, "args", ())
+        self.args = (self.cause,)  # as Ray: the args are the original exception
 
     def __getattr__(self, name):
         if name.startswith("__") or name == "cause":
@@ -440,7 +442,9 @@ def _task_error(err):
     elif isinstance(cause, core_errors.CoreError):
         cause = from_core_error(cause)
     if isinstance(cause, RayTaskError):
-        return cause  # already raised by a nested task: keep the innermost failure
+        # A nested task's failure re-raised here: this task's traceback (which quotes the
+        # inner error) on top, the original exception as the cause.
+        cause = cause.cause
     exc = RayTaskError(err.function_name, err.traceback_str, cause, pid=err.pid, ip=err.ip,
                        actor_repr=err.actor_repr)
     return exc.as_instanceof_cause()

@@ -22,7 +22,7 @@ def _to_core_args(args, kwargs):
 def _wrap_returns(ids, num_returns, core):
     if num_returns == 0:
         return None
-    refs = [ObjectRef(i, core) for i in ids]
+    refs = [ObjectRef(i, core, _add_ref=False) for i in ids]  # the core counted these
     return refs[0] if num_returns == 1 else refs
 
 
@@ -70,9 +70,10 @@ class RemoteFunction:
         if opts is None:
             opts = self._core_options = _options.task_options(
                 self._default_options, getattr(self._function, "__name__", "task"))
-        args, kwargs = _to_core_args(args, kwargs)
+        # Keep ``args`` bound: it holds the caller's ObjectRefs alive until the core counts them.
+        core_args, core_kwargs = _to_core_args(args, kwargs)
         try:
-            ids = core.submit_task(self._function, self._key, args, kwargs, opts)
+            ids = core.submit_task(self._function, self._key, core_args, core_kwargs, opts)
         except core_errors.CoreError as err:
             _raise_core(err)
         return _wrap_returns(ids, opts.num_returns, core)

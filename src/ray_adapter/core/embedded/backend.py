@@ -173,6 +173,7 @@ class EmbeddedBackend(RuntimeCore):
         self._ids = ids.IdFactory(self.job_id)
         self.node_id = ids.random_id(ids.NODE_ID_SIZE)
         self.driver_task_id = self._ids.task()
+        self.driver_worker_id = ids.random_id(ids.WORKER_ID_SIZE)
         self.namespace = options.namespace or str(uuid.uuid4())
         self.log_to_driver = options.log_to_driver
         self.job_runtime_env = dict(options.runtime_env or {})
@@ -306,8 +307,12 @@ class EmbeddedBackend(RuntimeCore):
         if waiters:
             for w in waiters:
                 w()
-        if obj.refs <= 0 and not obj.pinned:
-            del self._objects[oid]
+        self._free_if_unused(oid, obj)
+
+    def _free_if_unused(self, oid, obj):
+        """Drop a sealed object nobody references any more (lock held)."""
+        if obj.refs <= 0 and obj.ready and not obj.pinned:
+            self._objects.pop(oid, None)
 
     def _error_data(self, core_error):
         return serialization.dumps(core_error)
@@ -320,6 +325,7 @@ class EmbeddedBackend(RuntimeCore):
         with self._lock:
             obj = self._new_object(oid)
             obj.pinned = pinned
+            obj.refs = 1  # the caller's reference
             obj.ready, obj.data = True, ser
         return oid
 
@@ -334,8 +340,7 @@ class EmbeddedBackend(RuntimeCore):
             if obj is None:
                 return
             obj.refs -= 1
-            if obj.refs <= 0 and obj.ready and not obj.pinned:
-                del self._objects[object_id]
+            self._free_if_unused(object_id, obj)
 
     def object_escaped(self, object_id):
         obj = self._objects.get(object_id)
@@ -428,9 +433,11 @@ class EmbeddedBackend(RuntimeCore):
         units = self.node.request_units(options.resources)
         task = _Task(task_id, key, args_ser, deps, options, return_ids, units,
                      options.name or "task")
+        owned = 1 if options.num_returns else 0  # the caller's reference to each return
         with self._lock:
             for oid in return_ids:
-                self._new_object(oid, task).pinned = pin_returns
+                obj = self._new_object(oid, task)
+                obj.pinned, obj.refs = pin_returns, owned
             self._tasks[task_id] = task
             self._hold_deps(task, self._make_runnable)
         return return_ids if options.num_returns else []
@@ -461,8 +468,7 @@ class EmbeddedBackend(RuntimeCore):
             obj = self._objects.get(oid)
             if obj is not None:
                 obj.refs -= 1
-                if obj.refs <= 0 and obj.ready and not obj.pinned:
-                    del self._objects[oid]
+                self._free_if_unused(oid, obj)
 
     def _failed_dep(self, record):
         """The error data of the first dependency that failed, or None."""
@@ -753,8 +759,10 @@ class EmbeddedBackend(RuntimeCore):
             task = _Task(task_id, None, args_ser, deps, options, return_ids, {},
                          options.name or method_name, actor=actor, method=method_name)
             task.retries_left = actor.options.max_task_retries if actor is not None else 0
+            owned = 1 if options.num_returns else 0
             for oid in return_ids:
-                self._new_object(oid, task).pinned = pin_returns
+                obj = self._new_object(oid, task)
+                obj.pinned, obj.refs = pin_returns, owned
             if actor is None or actor.state == "DEAD":
                 death = actor.death if actor is not None else errors.ActorDied(
                     actor_id, "The actor is not known to this runtime (it may belong to a runtime "
@@ -1083,7 +1091,7 @@ class EmbeddedBackend(RuntimeCore):
         return {
             "job_id": self.job_id, "node_id": self.node_id, "task_id": self.driver_task_id,
             "actor_id": None, "namespace": self.namespace, "worker_mode": "driver",
-            "worker_id": None, "assigned_resources": {}, "gpu_ids": [], "task_name": "",
+            "worker_id": self.driver_worker_id, "assigned_resources": {}, "gpu_ids": [], "task_name": "",
             "actor_name": None, "was_restarted": False, "actor_handle_meta": None,
             "runtime_env": self.job_runtime_env,
         }

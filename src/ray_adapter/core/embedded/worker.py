@@ -227,6 +227,8 @@ class Worker:
         self.actor_instance = None
         self.actor_executor = None
         self.actor_loop = None
+        self.actor_ready = threading.Event()
+        self.actor_ready_async = None
         self.restart_count = 0
         self.assigned_resources = {}
         self.gpu_ids = []
@@ -244,6 +246,11 @@ class Worker:
                     self.core.on_reply(message[1], message[2], message[3], buffers)
                 elif kind == "call" and self.actor_executor is not None:
                     self.actor_executor(message, buffers)
+                elif kind == "create_actor":
+                    # Route calls to a concurrent actor's executor from now on; they wait
+                    # there until the constructor (run by the main thread) has finished.
+                    self.actor_executor = self._make_actor_executor(message[6])
+                    self.exec_queue.put((message, buffers))
                 elif kind == "cancel":
                     self.on_cancel(message[1], message[2])
                 elif kind == "exit":
@@ -332,8 +339,11 @@ class Worker:
                 self.running_task = None
                 self.cancel_requested = None
             reply = _pack_results(result, num_returns)
-        except _Cancelled:
-            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
+        except _Cancelled as exc:
+            # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
+            failure = _task_failure(exc, name, None)
+            failure.cause = errors.TaskCancelled(task_id)
+            reply = _pack_error(failure, name, num_returns)
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
             reply = _pack_error(_task_failure(exc, name, None), name, num_returns)
         finally:
@@ -366,7 +376,9 @@ class Worker:
             return
         finally:
             _current_call.reset(token)
-        self.actor_executor = self._make_actor_executor(opts)
+        self.actor_ready.set()
+        if self.actor_loop is not None:
+            self.actor_loop.call_soon_threadsafe(self.actor_ready_async.set)
         self.channel.send(("actor_ready", actor_id))
 
     def _make_actor_executor(self, opts):
@@ -375,10 +387,12 @@ class Worker:
         if is_async:
             loop = asyncio.new_event_loop()
             limit = asyncio.Semaphore(concurrency or 1000)
+            ready = self.actor_ready_async = asyncio.Event()
             threading.Thread(target=loop.run_forever, name="ray-adapter-actor-loop", daemon=True).start()
             self.actor_loop = loop
 
             async def run(message, buffers):
+                await ready.wait()
                 async with limit:
                     await self.run_actor_call_async(message, buffers)
 
@@ -387,7 +401,12 @@ class Worker:
             from concurrent.futures import ThreadPoolExecutor
 
             pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ray-adapter-actor")
-            return lambda message, buffers: pool.submit(self.run_actor_call, message, buffers)
+
+            def run(message, buffers):
+                self.actor_ready.wait()
+                self.run_actor_call(message, buffers)
+
+            return lambda message, buffers: pool.submit(run, message, buffers)
         return None  # ordered execution in the main thread (the reader queues the calls)
 
     def _call_target(self, message, buffers):

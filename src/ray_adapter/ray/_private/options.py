@@ -106,8 +106,6 @@ def _resources(options, default_cpus):
     for name, amount in out.items():
         if amount is not None and amount < 0:
             raise ValueError(f"Resource quantities must be nonnegative, got {name}={amount}.")
-        if amount and amount > 1 and amount != int(amount):
-            raise ValueError(f"Resource quantities >1 must be whole numbers, got {name}={amount}.")
     return {k: v for k, v in out.items() if v}
 
 
@@ -145,9 +143,12 @@ def actor_options(options, cls, handle_meta, is_async):
     max_concurrency = options.get("max_concurrency")
     if max_concurrency is not None and max_concurrency < 1:
         raise ValueError("max_concurrency must be >= 1")
+    # Ray: an actor that names no resource holds no CPU while alive; one that names any
+    # resource (other than memory) and not num_cpus holds 1 CPU for its lifetime.
+    names_resources = options.get("num_gpus") is not None or bool(options.get("resources"))
     return ActorOptions(
         class_name=cls.__name__,
-        resources=_resources(options, 0),
+        resources=_resources(options, 1 if names_resources else 0),
         max_restarts=options.get("max_restarts") or 0,
         max_task_retries=options.get("max_task_retries") or 0,
         max_concurrency=max_concurrency,

@@ -219,7 +219,7 @@ def put(value, *, _owner=None, _tensor_transport=None):
             "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
             "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
     core = _ensure_core()
-    return ObjectRef(core.put(value), core)
+    return ObjectRef(core.put(value), core, _add_ref=False)  # put counted the caller's reference
 
 
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
@@ -243,6 +243,8 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
                 f"containing {type(ref)}")
     if timeout is not None and timeout < 0:
         raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
+    if not ray_waitables:
+        return [], []
     if len(set(ray_waitables)) != len(ray_waitables):
         raise ValueError("Wait requires a list of unique ray_waitables.")
     if num_returns <= 0:
@@ -250,8 +252,6 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     if num_returns > len(ray_waitables):
         raise ValueError("num_returns cannot be greater than the number of ray_waitables "
                          "provided to ray.wait.")
-    if not ray_waitables:
-        return [], []
     core = _ensure_core()
     by_id = {r._id: r for r in ray_waitables}
     try:

@@ -1,5 +1,6 @@
 """``ray.util``: node address and named-actor listing (placement groups: see the matrix)."""
 from ray_adapter import gaps
+from ray_adapter.ray.util.actor_pool import ActorPool
 
 
 def get_node_ip_address(address="8.8.8.8:53"):
