@@ -4,7 +4,10 @@ Large contiguous buffers (numpy arrays, torch CPU tensors, bytearrays) travel ou
 separate buffers, so the object store can keep them without a copy and readers get read-only
 views over them, as Ray's object store does.
 """
+import collections
+import io
 import pickle
+import types
 
 import cloudpickle
 
@@ -34,6 +37,26 @@ class Serialized:
         return Serialized, (self.data, [pickle.PickleBuffer(b) for b in self.buffers])
 
 
+def _code_reduce_keeping_filename(code):
+    # cloudpickle >= 3.1 replaces co_filename with "<dynamic-code>" for reproducible payloads;
+    # a task's traceback must name the user's file, as Ray's does.
+    ctor, args = cloudpickle.cloudpickle._code_reduce(code)
+    return ctor, tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, except that functions pickled by value keep their source file name."""
+
+    dispatch_table = collections.ChainMap(
+        {types.CodeType: _code_reduce_keeping_filename}, cloudpickle.Pickler.dispatch_table)
+
+
+def _cloudpickle_dumps(value, buffer_callback=None):
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffer_callback).dump(value)
+    return out.getvalue()
+
+
 def dumps(value):
     """Serialize ``value``; returns :class:`Serialized`. Raises what cloudpickle raises."""
     buffers = []
@@ -46,7 +69,7 @@ def dumps(value):
         buffers.append(bytes(raw))
         return False
 
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=keep_in_band)
+    data = _cloudpickle_dumps(value, keep_in_band)
     return Serialized(data, buffers)
 
 
@@ -59,7 +82,7 @@ def loads(serialized):
 
 def dumps_plain(value):
     """Serialize a value for a message body (no out-of-band buffers)."""
-    return cloudpickle.dumps(value, protocol=5)
+    return _cloudpickle_dumps(value)
 
 
 loads_plain = pickle.loads

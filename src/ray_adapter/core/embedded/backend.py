@@ -178,6 +178,7 @@ class EmbeddedBackend(RuntimeCore):
         self.log_to_driver = options.log_to_driver
         self.job_runtime_env = dict(options.runtime_env or {})
         self.job_env_vars = dict(self.job_runtime_env.get("env_vars") or {})
+        self._worker_pythonpath = _driver_code_path()
         self._requests = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ray-adapter-req")
         self._started = True
         self.start_time = time.time()
@@ -231,6 +232,7 @@ class EmbeddedBackend(RuntimeCore):
         parent, child = socket.socketpair()
         env = dict(os.environ)
         env["RAY_BACKEND"] = "yuanrong"
+        env["PYTHONPATH"] = self._worker_pythonpath
         env.update(self.job_env_vars)
         out = None if self.log_to_driver else subprocess.DEVNULL
         proc = subprocess.Popen(
@@ -1111,6 +1113,25 @@ def _device_env(grant):
     if "NPU" in grant and not os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"):
         env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in grant["NPU"])
     return env
+
+
+def _driver_code_path():
+    """PYTHONPATH for workers: the driver's own code folders (its script's folder, the cwd,
+    PYTHONPATH and folders added to sys.path), so workers import the driver's modules as Ray's
+    do. Interpreter folders (stdlib, site-packages) are left out: the worker has them already."""
+    import site
+    import sysconfig
+
+    interpreter = {os.path.abspath(p) for p in sysconfig.get_paths().values()}
+    interpreter.update(os.path.abspath(p) for p in getattr(site, "getsitepackages", lambda: [])())
+    interpreter.add(os.path.abspath(site.getusersitepackages()))
+    entries = []
+    for p in sys.path:
+        path = os.path.abspath(p or os.getcwd())
+        if path in interpreter or path.endswith(".zip") or not os.path.isdir(path):
+            continue
+        entries.append(path)
+    return os.pathsep.join(dict.fromkeys(entries))
 
 
 def _default_memory():

@@ -1,0 +1,361 @@
+"""Actor semantics against a real embedded runtime: one process per actor."""
+import os
+import threading
+import time
+
+import pytest
+
+
+def test_stateful_actor_runs_calls_in_submission_order(ray):
+    @ray.remote
+    class Log:
+        def __init__(self):
+            self.items = []
+
+        def add(self, x):
+            time.sleep(0.001 * (x % 3))
+            self.items.append(x)
+            return len(self.items)
+
+        def get(self):
+            return self.items
+
+    log = Log.remote()
+    refs = [log.add.remote(i) for i in range(50)]
+    assert ray.get(refs) == list(range(1, 51))
+    assert ray.get(log.get.remote()) == list(range(50))
+
+
+def test_calls_wait_for_ref_arguments_in_order(ray):
+    @ray.remote
+    def later(x):
+        time.sleep(0.3)
+        return x
+
+    @ray.remote
+    class Log:
+        def __init__(self):
+            self.items = []
+
+        def add(self, x):
+            self.items.append(x)
+            return list(self.items)
+
+    log = Log.remote()
+    log.add.remote(later.remote("first"))
+    assert ray.get(log.add.remote("second")) == ["first", "second"]
+
+
+def test_actor_forms_and_repr(ray):
+    class Plain:
+        def __init__(self, start=0):
+            self.v = start
+
+        def value(self):
+            return self.v
+
+    A = ray.remote(Plain)
+    B = ray.remote(num_cpus=1)(Plain)
+    assert type(A).__name__ == "ActorClass(Plain)"
+    a, b = A.remote(3), B.options(name="b-actor").remote(4)
+    assert ray.get([a.value.remote(), b.value.remote()]) == [3, 4]
+    assert repr(a) == f"Actor(Plain, {a._actor_id.hex()})" and len(a._actor_id.hex()) == 32
+    with pytest.raises(TypeError, match="Actors cannot be instantiated directly"):
+        A()
+    with pytest.raises(TypeError, match="Actor methods cannot be called directly"):
+        a.value()
+    with pytest.raises(AttributeError, match="'ActorHandle' object has no attribute 'nope'"):
+        a.nope
+    assert A.__ray_actor_class__ is Plain and A.__ray_metadata__.modified_class is Plain
+
+
+def test_handles_pass_to_tasks_and_actors(ray):
+    @ray.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def inc(self):
+            self.n += 1
+            return self.n
+
+    @ray.remote
+    def bump(counter, times):
+        return ray.get([counter.inc.remote() for _ in range(times)])[-1]
+
+    @ray.remote
+    class Driver:
+        def __init__(self, counter):
+            self.counter = counter
+
+        def bump(self):
+            return ray.get(self.counter.inc.remote())
+
+    c = Counter.remote()
+    ray.get([bump.remote(c, 5), bump.remote(c, 5)])
+    d = Driver.remote(c)
+    assert ray.get(d.bump.remote()) == 11
+
+
+def test_method_num_returns(ray):
+    @ray.remote
+    class Pair:
+        @ray.method(num_returns=2)
+        def split(self):
+            return "a", "b"
+
+        def both(self):
+            return "a", "b"
+
+    p = Pair.remote()
+    x, y = p.split.remote()
+    assert ray.get([x, y]) == ["a", "b"]
+    a, b = p.both.options(num_returns=2).remote()
+    assert ray.get(b) == "b"
+
+
+def test_method_exception_is_dual(ray):
+    @ray.remote
+    class Bad:
+        def fail(self):
+            raise KeyError("missing")
+
+        def ok(self):
+            return "still alive"
+
+    bad = Bad.remote()
+    with pytest.raises(KeyError) as info:
+        ray.get(bad.fail.remote())
+    assert isinstance(info.value, ray.exceptions.RayTaskError)
+    assert type(info.value).__name__ == "RayTaskError(KeyError)"
+    assert ray.get(bad.ok.remote()) == "still alive"
+
+
+def test_constructor_failure_fails_every_call(ray):
+    @ray.remote
+    class Broken:
+        def __init__(self):
+            raise RuntimeError("cannot start")
+
+        def ping(self):
+            return 1
+
+    b = Broken.remote()
+    for _ in range(2):
+        with pytest.raises(ray.exceptions.ActorDiedError) as info:
+            ray.get(b.ping.remote(), timeout=30)
+        assert isinstance(info.value, ray.exceptions.RayActorError)
+        assert "cannot start" in str(info.value) and info.value.actor_init_failed
+
+
+def test_named_actors(ray):
+    @ray.remote
+    class Store:
+        def __init__(self, v):
+            self.v = v
+
+        def get(self):
+            return self.v
+
+    s = Store.options(name="store").remote(1)
+    assert ray.get(ray.get_actor("store").get.remote()) == 1
+    with pytest.raises(ray.exceptions.ActorAlreadyExistsError) as info:
+        Store.options(name="store").remote(2)
+    assert isinstance(info.value, ValueError)
+    same = Store.options(name="store", get_if_exists=True).remote(3)
+    assert ray.get(same.get.remote()) == 1 and same == s
+    other_ns = Store.options(name="store", namespace="other").remote(4)
+    assert ray.get(ray.get_actor("store", namespace="other").get.remote()) == 4
+    assert ray.util.list_named_actors() == ["store"]
+    assert sorted(map(tuple, (d.values() for d in ray.util.list_named_actors(all_namespaces=True)))) == \
+        sorted([("store", ray.get_runtime_context().namespace), ("store", "other")])
+    with pytest.raises(ValueError, match="Failed to look up actor with name 'nope'"):
+        ray.get_actor("nope")
+    ray.kill(s)
+    with pytest.raises(ValueError):
+        ray.get_actor("store")  # the name is free at once
+    fresh = Store.options(name="store").remote(5)
+    assert ray.get(fresh.get.remote()) == 5
+    del other_ns
+
+
+def test_kill_makes_calls_fail_with_actor_died(ray):
+    @ray.remote
+    class A:
+        def pid(self):
+            return os.getpid()
+
+    a = A.remote()
+    pid = ray.get(a.pid.remote())
+    ray.kill(a)
+    with pytest.raises(ray.exceptions.ActorDiedError) as info:
+        ray.get(a.pid.remote(), timeout=10)
+    assert isinstance(info.value, ray.exceptions.RayActorError)
+    assert "ray.kill" in str(info.value)
+    import psutil
+
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_crash_restarts_with_max_restarts(ray):
+    @ray.remote(max_restarts=1)
+    class Phoenix:
+        def __init__(self):
+            self.calls = 0
+
+        def pid(self):
+            self.calls += 1
+            return os.getpid(), self.calls, ray.get_runtime_context().was_current_actor_reconstructed()
+
+        def crash(self):
+            os._exit(1)
+
+    p = Phoenix.remote()
+    first_pid, _, restarted = ray.get(p.pid.remote())
+    assert not restarted
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(p.crash.remote(), timeout=10)
+    second_pid, calls, restarted = ray.get(p.pid.remote(), timeout=10)
+    assert second_pid != first_pid and calls == 1 and restarted  # state reset by the restart
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(p.crash.remote(), timeout=10)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(p.pid.remote(), timeout=10)  # no restart left
+
+
+def test_max_task_retries_resubmits_after_restart(ray, tmp_path):
+    marker = str(tmp_path / "crashed")
+
+    @ray.remote(max_restarts=1, max_task_retries=1)
+    class Flaky:
+        def work(self, path):
+            if not os.path.exists(path):
+                open(path, "w").close()
+                os._exit(1)
+            return "done"
+
+    assert ray.get(Flaky.remote().work.remote(marker), timeout=20) == "done"
+
+
+def test_threaded_actor_runs_calls_concurrently(ray):
+    @ray.remote(max_concurrency=4)
+    class Threaded:
+        def __init__(self):
+            self.barrier = threading.Barrier(4, timeout=10)
+
+        def meet(self):
+            self.barrier.wait()
+            return threading.get_ident()
+
+    t = Threaded.remote()
+    assert len(set(ray.get([t.meet.remote() for _ in range(4)], timeout=20))) == 4
+
+
+def test_async_actor_interleaves_calls(ray):
+    import asyncio
+
+    @ray.remote
+    class Async:
+        def __init__(self):
+            self.event = asyncio.Event()
+
+        async def wait(self):
+            await self.event.wait()
+            return "released"
+
+        async def release(self):
+            self.event.set()
+            return "set"
+
+        async def compute(self, x):
+            await asyncio.sleep(0.01)
+            return x * 2
+
+    a = Async.remote()
+    waiting = a.wait.remote()
+    assert ray.get(a.release.remote(), timeout=10) == "set"
+    assert ray.get(waiting, timeout=10) == "released"
+    assert ray.get([a.compute.remote(i) for i in range(20)]) == [i * 2 for i in range(20)]
+
+
+def test_async_actor_can_await_refs(ray):
+    @ray.remote
+    def square(x):
+        return x * x
+
+    @ray.remote
+    class Gather:
+        async def total(self, n):
+            values = [await square.remote(i) for i in range(n)]
+            return sum(values)
+
+    assert ray.get(Gather.remote().total.remote(5), timeout=20) == 30
+
+
+def test_exit_actor(ray):
+    @ray.remote
+    class Quitter:
+        def quit(self):
+            ray.actor.exit_actor()
+
+        def ping(self):
+            return "pong"
+
+    q = Quitter.remote()
+    assert ray.get(q.ping.remote()) == "pong"
+    q.quit.remote()
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(q.ping.remote(), timeout=10)
+    with pytest.raises(TypeError):
+        ray.actor.exit_actor()  # not inside an actor
+
+
+def test_actor_ends_when_its_last_handle_goes(ray):
+    import gc
+
+    import psutil
+
+    @ray.remote
+    class Temp:
+        def pid(self):
+            return os.getpid()
+
+    t = Temp.remote()
+    pid = ray.get(t.pid.remote())
+    del t
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "actor process outlived its last handle"
+        time.sleep(0.02)
+
+
+def test_detached_and_escaped_actors_outlive_handles(ray):
+    import gc
+
+    @ray.remote
+    class Keeper:
+        def ping(self):
+            return "alive"
+
+    Keeper.options(name="keeper", lifetime="detached").remote()
+    gc.collect()
+    time.sleep(0.2)
+    assert ray.get(ray.get_actor("keeper").ping.remote(), timeout=10) == "alive"
+
+
+def test_actor_pool(ray):
+    @ray.remote
+    class Doubler:
+        def double(self, v):
+            return 2 * v
+
+    pool = ray.util.ActorPool([Doubler.remote(), Doubler.remote()])
+    assert list(pool.map(lambda a, v: a.double.remote(v), range(6))) == [0, 2, 4, 6, 8, 10]
+    assert sorted(pool.map_unordered(lambda a, v: a.double.remote(v), range(4))) == [0, 2, 4, 6]
+    assert not pool.has_next()
+    with pytest.raises(StopIteration):
+        pool.get_next()

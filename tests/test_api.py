@@ -1,0 +1,512 @@
+"""Ray API semantics against a real embedded runtime (real worker processes)."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+
+# -- tasks -----------------------------------------------------------------------------------
+
+def test_remote_function_forms(ray):
+    @ray.remote
+    def add(a, b=10):
+        return a + b
+
+    def plain(x):
+        return x * 3
+
+    as_call = ray.remote(plain)
+    with_opts = ray.remote(num_cpus=1, max_retries=0)(plain)
+    assert ray.get(add.remote(1)) == 11
+    assert ray.get(add.remote(1, b=2)) == 3
+    assert ray.get(as_call.remote(2)) == 6
+    assert ray.get(with_opts.remote(3)) == 9
+    assert type(add).__name__ == "RemoteFunction"
+
+
+def test_options_returns_a_new_object(ray):
+    @ray.remote(num_returns=1)
+    def two():
+        return 1, 2
+
+    copy = two.options(num_returns=2)
+    assert copy is not two
+    assert ray.get(two.remote()) == (1, 2)
+    a, b = copy.remote()
+    assert ray.get([a, b]) == [1, 2]
+    assert two._default_options == {"num_returns": 1}
+
+
+def test_num_returns_zero_returns_none(ray):
+    @ray.remote(num_returns=0)
+    def nothing():
+        return None
+
+    assert nothing.remote() is None
+
+
+def test_calling_remote_function_directly_raises(ray):
+    @ray.remote
+    def f():
+        return 1
+
+    with pytest.raises(TypeError, match=r"Remote functions cannot be called directly"):
+        f()
+
+
+def test_tasks_run_in_parallel_in_separate_processes(ray):
+    @ray.remote
+    def sleepy():
+        time.sleep(0.5)
+        return os.getpid()
+
+    ray.get([sleepy.remote() for _ in range(2)])  # warm both workers
+    start = time.monotonic()
+    pids = ray.get([sleepy.remote() for _ in range(2)])
+    elapsed = time.monotonic() - start
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert elapsed < 0.95  # two 0.5 s tasks overlapped on two CPUs
+
+
+def test_num_cpus_limits_concurrency(ray):
+    @ray.remote(num_cpus=2)
+    def hog():
+        start = time.monotonic()
+        time.sleep(0.3)
+        return start, time.monotonic()
+
+    spans = sorted(ray.get([hog.remote() for _ in range(2)]))
+    assert spans[1][0] >= spans[0][1] - 0.01  # never overlapped
+
+
+def test_top_level_refs_are_resolved_nested_are_not(ray):
+    @ray.remote
+    def kinds(x, items, kw=None):
+        return type(x).__name__, [type(i).__name__ for i in items], type(kw).__name__
+
+    ref = ray.put(5)
+    assert ray.get(kinds.remote(ref, [ref], kw=ref)) == ("int", ["ObjectRef"], "int")
+
+
+def test_refs_chain_between_tasks(ray):
+    @ray.remote
+    def inc(x):
+        return x + 1
+
+    ref = ray.put(0)
+    for _ in range(5):
+        ref = inc.remote(ref)
+    assert ray.get(ref) == 5
+
+
+def test_nested_tasks_do_not_deadlock_on_two_cpus(ray):
+    @ray.remote
+    def leaf(i):
+        return i
+
+    @ray.remote
+    def mid(i):
+        return sum(ray.get([leaf.remote(i), leaf.remote(i)]))
+
+    @ray.remote
+    def top():
+        return ray.get([mid.remote(i) for i in range(3)])
+
+    assert ray.get([top.remote(), top.remote()], timeout=30) == [[0, 2, 4]] * 2
+
+
+def test_put_and_get_values(ray):
+    values = [None, b"", 0, "text", {"a": [1, 2]}, (1, "x"), 3.5]
+    assert ray.get([ray.put(v) for v in values]) == values
+
+
+def test_numpy_arrays_come_back_read_only(ray):
+    arr = np.arange(100_000, dtype=np.float64)
+    back = ray.get(ray.put(arr))
+    assert np.array_equal(back, arr) and not back.flags.writeable
+
+    @ray.remote
+    def writable(a):
+        return a.flags.writeable, float(a.sum())
+
+    assert ray.get(writable.remote(arr)) == (False, float(arr.sum()))
+    small = ray.get(ray.put(np.zeros(3)))
+    assert not small.flags.writeable
+
+
+def test_put_copies_the_value(ray):
+    arr = np.zeros(10_000)
+    ref = ray.put(arr)
+    arr[:] = 1
+    assert ray.get(ref).sum() == 0
+
+
+def test_large_object_round_trip_through_a_task(ray):
+    arr = np.random.default_rng(0).random(4_000_000)  # 32 MB
+
+    @ray.remote
+    def total(a):
+        return float(a.sum()), a.nbytes
+
+    assert ray.get(total.remote(arr)) == (float(arr.sum()), arr.nbytes)
+
+    @ray.remote
+    def make():
+        return np.ones(2_000_000)
+
+    assert ray.get(make.remote()).sum() == 2_000_000
+
+
+def test_put_of_object_ref_is_rejected(ray):
+    with pytest.raises(TypeError, match="Calling 'put' on an ray.ObjectRef is not allowed"):
+        ray.put(ray.put(1))
+    inner = ray.put(1)
+    assert ray.get(ray.get(ray.put([inner]))[0]) == 1
+
+
+def test_get_argument_checks(ray):
+    with pytest.raises(ValueError, match="Invalid type of object refs"):
+        ray.get(1)
+    with pytest.raises(TypeError, match="which is not an ray.ObjectRef"):
+        ray.get([ray.put(1), 2])
+    assert ray.get([]) == []
+
+
+def test_get_timeout_raises_get_timeout_error(ray):
+    @ray.remote
+    def slow():
+        time.sleep(2)
+
+    ref = slow.remote()
+    with pytest.raises(ray.exceptions.GetTimeoutError) as info:
+        ray.get(ref, timeout=0.1)
+    assert isinstance(info.value, TimeoutError)
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(ref, timeout=0)
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get([ray.put(1), ref], timeout=0.05)
+
+
+def test_wait_semantics(ray):
+    @ray.remote
+    def after(t):
+        time.sleep(t)
+        return t
+
+    fast, slow = after.remote(0), after.remote(3)
+    ready, not_ready = ray.wait([slow, fast], timeout=2)
+    assert ready == [fast] and not_ready == [slow]
+    ready, not_ready = ray.wait([slow, fast], num_returns=2, timeout=0.05)
+    assert ready == [fast] and not_ready == [slow]
+    done = [ray.put(i) for i in range(3)]
+    ready, not_ready = ray.wait(done, num_returns=2)
+    assert ready == done[:2] and not_ready == done[2:]
+    assert ray.wait([]) == ([], [])
+
+
+def test_wait_argument_checks(ray):
+    ref = ray.put(1)
+    with pytest.raises(TypeError, match="got a single ray.ObjectRef"):
+        ray.wait(ref)
+    with pytest.raises(ValueError, match="unique"):
+        ray.wait([ref, ref])
+    with pytest.raises(ValueError, match="num_returns cannot be greater"):
+        ray.wait([ref], num_returns=2)
+    with pytest.raises(ValueError, match="Invalid number of objects to return 0"):
+        ray.wait([ref], num_returns=0)
+    with pytest.raises(TypeError, match="got list containing"):
+        ray.wait([1])
+
+
+def test_object_ref_identity(ray):
+    ref = ray.put(1)
+    assert len(ref.hex()) == 56 and ref.binary() == bytes.fromhex(ref.hex())
+    assert repr(ref) == f"ObjectRef({ref.hex()})"
+    assert ref == ray.ObjectRef(ref.binary()) and hash(ref) == hash(ray.ObjectRef(ref.binary()))
+    assert ref.future().result(timeout=10) == 1
+
+
+def test_await_object_ref(ray):
+    import asyncio
+
+    @ray.remote
+    def f():
+        return 7
+
+    async def main():
+        return await f.remote()
+
+    assert asyncio.run(main()) == 7
+
+
+def test_freed_objects_leave_the_store(ray):
+    from ray_adapter import core
+
+    backend = core.current()
+    before = len(backend._objects)
+    refs = [ray.put(np.ones(1000)) for _ in range(50)]
+    assert len(backend._objects) >= before + 50
+    del refs
+    assert len(backend._objects) <= before
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+class MyError(Exception):
+    def __init__(self, code, detail):
+        super().__init__(code, detail)
+        self.code = code
+        self.detail = detail
+
+
+def test_task_exception_is_ray_task_error_and_the_original_type(ray):
+    @ray.remote
+    def boom():
+        raise ValueError("bad value 42")
+
+    with pytest.raises(ValueError) as info:
+        ray.get(boom.remote())
+    e = info.value
+    assert isinstance(e, ray.exceptions.RayTaskError) and isinstance(e, ray.exceptions.RayError)
+    assert type(e).__name__ == "RayTaskError(ValueError)"
+    assert isinstance(e.cause, ValueError) and e.cause.args == ("bad value 42",)
+    assert e.args == (e.cause,)
+    text = str(e)
+    assert text.startswith("ray::boom() (pid=")
+    assert 'raise ValueError("bad value 42")' in text and "ValueError: bad value 42" in text
+
+
+def test_custom_exception_attributes_survive(ray):
+    @ray.remote
+    def teapot():
+        raise MyError(418, "teapot")
+
+    with pytest.raises(MyError) as info:
+        ray.get(teapot.remote())
+    assert info.value.code == 418 and info.value.cause.detail == "teapot"
+
+
+def test_unpicklable_exception_still_reports(ray):
+    @ray.remote
+    def bad():
+        import threading
+
+        err = RuntimeError("with lock")
+        err.lock = threading.Lock()
+        raise err
+
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(bad.remote())
+    assert "with lock" in str(info.value)
+
+
+def test_failed_dependency_propagates(ray):
+    @ray.remote
+    def boom():
+        raise KeyError("k")
+
+    @ray.remote
+    def use(x):
+        return x
+
+    with pytest.raises(KeyError):
+        ray.get(use.remote(boom.remote()))
+
+
+def test_retry_exceptions(ray, tmp_path):
+    marker = tmp_path / "count"
+
+    @ray.remote(retry_exceptions=[OSError], max_retries=2)
+    def flaky(path):
+        n = int(open(path).read()) if os.path.exists(path) else 0
+        open(path, "w").write(str(n + 1))
+        if n < 2:
+            raise OSError("transient")
+        return n
+
+    assert ray.get(flaky.remote(str(marker))) == 2
+
+
+def test_invalid_and_unsupported_options(ray):
+    def f():
+        return 1
+
+    with pytest.raises(ValueError, match="Invalid option keyword bogus for remote functions"):
+        ray.remote(bogus=1)(f)
+    with pytest.raises(ValueError, match="Invalid option keyword bogus for actors"):
+        ray.remote(bogus=1)(type("C", (), {}))
+    from ray_adapter.gaps import RayAdapterOptionError
+
+    with pytest.raises(RayAdapterOptionError, match="accelerator_type.*options.toml|accelerator_type") as info:
+        ray.remote(accelerator_type="A100")(f)
+    assert "compat_matrix" in str(info.value)
+    with pytest.raises(RayAdapterOptionError, match="working_dir"):
+        ray.remote(runtime_env={"working_dir": "."})(f)
+    with pytest.raises(RayAdapterOptionError, match="streaming"):
+        ray.remote(num_returns="streaming")(f)
+
+
+def test_runtime_env_vars_reach_the_worker(ray):
+    @ray.remote(runtime_env={"env_vars": {"ADAPTER_TEST_VAR": "yes"}})
+    def read():
+        return os.environ.get("ADAPTER_TEST_VAR")
+
+    @ray.remote
+    def read_plain():
+        return os.environ.get("ADAPTER_TEST_VAR")
+
+    assert ray.get(read.remote()) == "yes"
+    assert ray.get(read_plain.remote()) is None
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+
+def test_init_twice_and_ignore_reinit(ray):
+    with pytest.raises(RuntimeError, match="Maybe you called ray.init twice by accident"):
+        ray.init()
+    ctx = ray.init(ignore_reinit_error=True)
+    assert type(ctx).__name__ == "RayContext" and "node_id" in ctx.address_info
+
+
+def test_auto_init_on_remote(ray_module):
+    ray = ray_module
+
+    @ray.remote
+    def f():
+        return "auto"
+
+    assert not ray.is_initialized()
+    assert ray.get(f.remote()) == "auto"
+    assert ray.is_initialized()
+
+
+def test_init_context_manager_shuts_down(ray_module):
+    with ray_module.init(num_cpus=1) as ctx:
+        assert ray_module.is_initialized() and ctx.ray_version == "2.60.0"
+    assert not ray_module.is_initialized()
+
+
+def test_shutdown_leaves_no_worker(ray_module):
+    from conftest import my_worker_processes
+
+    ray = ray_module
+    ray.init(num_cpus=2)
+
+    @ray.remote
+    class A:
+        def pid(self):
+            return os.getpid()
+
+    actors = [A.remote() for _ in range(3)]
+    pids = ray.get([a.pid.remote() for a in actors])
+    assert len(my_worker_processes()) >= 3
+    ray.shutdown()
+    assert my_worker_processes() == []
+    import psutil
+
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+
+
+# -- cluster state ---------------------------------------------------------------------------
+
+def test_resources_and_nodes(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=2, num_gpus=0, resources={"custom": 4})
+    total = ray.cluster_resources()
+    assert total["CPU"] == 2.0 and total["custom"] == 4.0 and "GPU" not in total
+    assert {"memory", "object_store_memory", "node:__internal_head__", "node:127.0.0.1"} <= set(total)
+    nodes = ray.nodes()
+    assert len(nodes) == 1
+    assert sorted(nodes[0]) == sorted([
+        "NodeID", "Alive", "NodeManagerAddress", "NodeManagerHostname", "NodeManagerPort",
+        "ObjectManagerPort", "ObjectStoreSocketName", "RayletSocketName", "MetricsExportPort",
+        "MetricsAgentPort", "DashboardAgentListenPort", "NodeName", "RuntimeEnvAgentPort",
+        "DeathReason", "DeathReasonMessage", "alive", "Resources", "Labels"])
+    assert nodes[0]["NodeID"] == ray.get_runtime_context().get_node_id()
+
+    @ray.remote(num_cpus=2)
+    class Hog:
+        def ping(self):
+            return 1
+
+    h = Hog.remote()
+    ray.get(h.ping.remote())
+    assert "CPU" not in ray.available_resources()  # zero amounts are omitted, as in Ray
+    ray.kill(h)
+    deadline = time.monotonic() + 5
+    while ray.available_resources().get("CPU") != 2.0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ray.available_resources()["CPU"] == 2.0
+
+
+def test_fractional_and_custom_resources_schedule(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=1, resources={"slot": 1})
+
+    @ray.remote(num_cpus=0.5)
+    def half():
+        time.sleep(0.3)
+        return ray.get_runtime_context().get_assigned_resources()
+
+    start = time.monotonic()
+    assert ray.get([half.remote(), half.remote()]) == [{"CPU": 0.5}] * 2
+    assert time.monotonic() - start < 0.55
+
+    @ray.remote(num_cpus=0, resources={"slot": 1})
+    def slot():
+        time.sleep(0.2)
+        return time.monotonic()
+
+    ends = sorted(ray.get([slot.remote(), slot.remote()]))
+    assert ends[1] - ends[0] >= 0.19  # one slot: ran one after the other
+
+
+def test_runtime_context(ray):
+    ctx = ray.get_runtime_context()
+    assert ctx.get_job_id() == "01000000" and len(ctx.get_node_id()) == 56
+    assert ctx.get_task_id() is None and ctx.get_actor_id() is None
+    assert isinstance(ctx.namespace, str) and len(ctx.namespace) == 36
+
+    @ray.remote
+    def inside():
+        c = ray.get_runtime_context()
+        return c.get_job_id(), c.get_node_id(), len(c.get_task_id()), c.get_actor_id(), c.get_assigned_resources()
+
+    job, node, task_len, actor, assigned = ray.get(inside.remote())
+    assert (job, node) == (ctx.get_job_id(), ctx.get_node_id())
+    assert task_len == 48 and actor is None and assigned == {"CPU": 1.0}
+
+    @ray.remote
+    class A:
+        def ids(self):
+            c = ray.get_runtime_context()
+            return c.get_actor_id(), c.get_assigned_resources(), repr(c.current_actor)
+
+    a = A.remote()
+    actor_id, assigned, current = ray.get(a.ids.remote())
+    assert actor_id == a._actor_id.hex() and len(actor_id) == 32 and assigned == {}
+    assert current == repr(a)
+
+
+def test_get_gpu_ids_empty_without_gpus(ray):
+    @ray.remote
+    def gpus():
+        return ray.get_gpu_ids()
+
+    assert ray.get_gpu_ids() == [] and ray.get(gpus.remote()) == []
+
+
+def test_gpu_assignment_sets_visible_devices(ray_module):
+    # Two logical GPUs declared on a CPU machine: the scheduler hands out device ids.
+    ray = ray_module
+    ray.init(num_cpus=2, num_gpus=2)
+
+    @ray.remote(num_gpus=1)
+    def dev():
+        time.sleep(0.2)
+        return ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    results = ray.get([dev.remote(), dev.remote()])
+    assert sorted(r[0][0] for r in results) == [0, 1]
+    assert sorted(r[1] for r in results) == ["0", "1"]
