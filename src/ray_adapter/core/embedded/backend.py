@@ -12,6 +12,7 @@ is held, which keeps per-actor call order without a queue per worker.
 import atexit
 import collections
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -153,6 +154,10 @@ class EmbeddedBackend(RuntimeCore):
         self._warned_infeasible = set()
         self._requests = None
         self._actor_queue = collections.deque()  # actors waiting for resources
+        # Reference drops arrive from __del__ and weakref callbacks, which can run inside any
+        # thread at any allocation, even one holding self._lock: they only enqueue here
+        # (SimpleQueue.put is reentrant) and a dedicated thread applies them under the lock.
+        self._releases = queue.SimpleQueue()
 
     # ================================================================== lifecycle
     def start(self, options):
@@ -183,6 +188,7 @@ class EmbeddedBackend(RuntimeCore):
         self._started = True
         self.start_time = time.time()
         atexit.register(self.shutdown)
+        threading.Thread(target=self._release_loop, daemon=True, name="ray-adapter-refs").start()
         # Pre-start one pool worker per CPU off the caller's path, as Ray pre-starts workers.
         prestart = max(1, min(int(total["CPU"]), 8))
         threading.Thread(target=self._prestart, args=(prestart,), daemon=True,
@@ -204,6 +210,7 @@ class EmbeddedBackend(RuntimeCore):
             self._workers.clear()
             self._idle.clear()
         atexit.unregister(self.shutdown)
+        self._releases.put(None)
         for w in workers:
             w.dead = True
             try:
@@ -332,17 +339,39 @@ class EmbeddedBackend(RuntimeCore):
         return oid
 
     def add_local_reference(self, object_id):
-        obj = self._objects.get(object_id)
-        if obj is not None:
-            obj.refs += 1
-
-    def remove_local_reference(self, object_id):
         with self._lock:
             obj = self._objects.get(object_id)
-            if obj is None:
-                return
+            if obj is not None:
+                obj.refs += 1
+
+    def remove_local_reference(self, object_id):
+        self._releases.put((self._drop_object_ref, object_id))
+
+    def _drop_object_ref(self, object_id):
+        obj = self._objects.get(object_id)
+        if obj is not None:
             obj.refs -= 1
             self._free_if_unused(object_id, obj)
+
+    def _release_loop(self):
+        while True:
+            item = self._releases.get()
+            if item is None:
+                return
+            with self._lock:
+                while item is not None:
+                    release, target = item
+                    release(target)
+                    try:
+                        item = self._releases.get_nowait()
+                    except queue.Empty:
+                        item = None
+
+    def flush_releases(self):
+        """Apply every reference drop queued so far (tests and shutdown use it)."""
+        done = threading.Event()
+        self._releases.put((lambda _: done.set(), None))
+        done.wait(10)
 
     def object_escaped(self, object_id):
         obj = self._objects.get(object_id)
@@ -904,15 +933,17 @@ class EmbeddedBackend(RuntimeCore):
                 actor.handles += 1
 
     def remove_actor_handle(self, actor_id):
-        with self._lock:
-            actor = self._actors.get(actor_id)
-            if actor is None:
-                return
-            actor.handles -= 1
-            if actor.handles > 0 or actor.escaped or actor.options.detached or actor.state == "DEAD":
-                return
-            actor.out_of_scope = True
-            self._end_if_out_of_scope(actor)
+        self._releases.put((self._drop_actor_handle, actor_id))
+
+    def _drop_actor_handle(self, actor_id):
+        actor = self._actors.get(actor_id)
+        if actor is None:
+            return
+        actor.handles -= 1
+        if actor.handles > 0 or actor.escaped or actor.options.detached or actor.state == "DEAD":
+            return
+        actor.out_of_scope = True
+        self._end_if_out_of_scope(actor)
 
     def actor_handle_escaped(self, actor_id):
         with self._lock:

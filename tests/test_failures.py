@@ -1,0 +1,196 @@
+"""Crashes, cancellation and process hygiene: Ray's exceptions, no hang, no orphan."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from conftest import run_code
+
+
+def _wait_gone(pids, timeout=10):
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.02)
+    return alive
+
+
+def test_worker_crash_without_retries_raises_worker_crashed(ray):
+    @ray.remote(max_retries=0)
+    def die():
+        os._exit(1)
+
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        ray.get(die.remote(), timeout=20)
+
+    @ray.remote
+    def fine():
+        return "ok"
+
+    assert ray.get(fine.remote()) == "ok"  # the pool recovered
+
+
+def test_worker_crash_is_retried(ray, tmp_path):
+    marker = str(tmp_path / "died-once")
+
+    @ray.remote(max_retries=1)
+    def die_once(path):
+        if not os.path.exists(path):
+            open(path, "w").close()
+            os._exit(1)
+        return "second try"
+
+    assert ray.get(die_once.remote(marker), timeout=20) == "second try"
+
+
+def test_actor_crash_raises_actor_died(ray):
+    @ray.remote
+    class Crasher:
+        def crash(self):
+            os._exit(3)
+
+        def ping(self):
+            return "pong"
+
+    c = Crasher.remote()
+    assert ray.get(c.ping.remote()) == "pong"
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(c.crash.remote(), timeout=20)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(c.ping.remote(), timeout=20)
+
+
+def test_cancel_pending_running_and_force(ray, tmp_path):
+    started = tmp_path / "started"
+
+    @ray.remote(num_cpus=2)
+    def spin(path):
+        open(path, "w").close()
+        while True:
+            time.sleep(0.01)
+
+    @ray.remote(num_cpus=2)
+    def never():
+        return "ran"
+
+    running = spin.remote(str(started))
+    deadline = time.monotonic() + 20
+    while not started.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pending = never.remote()
+    ray.cancel(pending)
+    with pytest.raises(ray.exceptions.TaskCancelledError) as info:
+        ray.get(pending, timeout=10)
+    assert not isinstance(info.value, ray.exceptions.RayTaskError)
+    ray.cancel(running)
+    with pytest.raises(ray.exceptions.TaskCancelledError) as info:
+        ray.get(running, timeout=10)
+    assert type(info.value).__name__ == "RayTaskError(TaskCancelledError)"
+
+    started.unlink()
+    forced = spin.remote(str(started))
+    while not started.exists():
+        time.sleep(0.01)
+    ray.cancel(forced, force=True)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(forced, timeout=10)
+    ray.cancel(ray.put(1))  # finished objects: nothing to do
+    assert ray.get(never.remote(), timeout=10) == "ran"
+
+
+def test_cancel_argument_checks(ray):
+    @ray.remote
+    class A:
+        pass
+
+    with pytest.raises(TypeError, match="ray.cancel\\(\\) only supported for object refs"):
+        ray.cancel(A.remote())
+    with pytest.raises(ValueError, match="ray.kill\\(\\) only supported for actors"):
+        ray.kill(ray.put(1))
+
+
+DRIVER = textwrap.dedent("""
+    import os, sys, time, ray
+    ray.init(num_cpus=2)
+
+    @ray.remote
+    class A:
+        def pid(self):
+            return os.getpid()
+
+    @ray.remote
+    def pid():
+        return os.getpid()
+
+    actors = [A.remote() for _ in range(2)]
+    pids = ray.get([a.pid.remote() for a in actors] + [pid.remote()])
+    print(" ".join(map(str, pids)), flush=True)
+    mode = sys.argv[1]
+    if mode == "exception":
+        raise RuntimeError("driver failed")
+    if mode == "wait":
+        time.sleep(60)
+""")
+
+
+@pytest.mark.parametrize("mode", ["normal", "exception"])
+def test_driver_exit_leaves_no_worker(tmp_path, mode):
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    result = run_code(f"import runpy, sys; sys.argv = ['d', {mode!r}]; runpy.run_path({str(script)!r}, run_name='__main__')",
+                      timeout=60)
+    pids = [int(p) for p in result.stdout.split()]
+    assert len(pids) == 3
+    assert _wait_gone(pids) == []
+    if mode == "exception":
+        assert "driver failed" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_driver_killed_leaves_no_worker(tmp_path, sig):
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = {k: v for k, v in os.environ.items()}
+    env["RAY_BACKEND"] = "yuanrong"
+    proc = subprocess.Popen([sys.executable, str(script), "wait"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    pids = [int(p) for p in line.split()]
+    assert len(pids) == 3
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    assert _wait_gone(pids) == []
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def test_worker_output_is_forwarded_with_prefix():
+    code = textwrap.dedent("""
+        import ray
+        ray.init(num_cpus=1)
+        @ray.remote
+        def hello():
+            print("hello from task")
+        @ray.remote
+        class Greeter:
+            def hi(self):
+                print("hi from actor")
+        ray.get(hello.remote())
+        g = Greeter.remote()
+        ray.get(g.hi.remote())
+        ray.shutdown()
+    """)
+    result = run_code(code)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(l.startswith("(hello pid=") and l.endswith(") hello from task") for l in lines), lines
+    assert any(l.startswith("(Greeter pid=") and l.endswith(") hi from actor") for l in lines), lines
+    quiet = run_code(code.replace("ray.init(num_cpus=1)", "ray.init(num_cpus=1, log_to_driver=False)"))
+    assert quiet.stdout == ""
