@@ -14,7 +14,7 @@ from ray_adapter.ray import actor, exceptions, remote_function, runtime_context,
 from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
                                              get_actor, get_gpu_ids, init, is_initialized, kill,
                                              nodes, put, shutdown, wait)
-from ray_adapter.ray._raylet import ObjectRef
+from ray_adapter.ray._raylet import ActorID, JobID, NodeID, ObjectRef, TaskID, WorkerID
 from ray_adapter.ray.actor import method
 from ray_adapter.ray.remote_function import RemoteFunction
 from ray_adapter.ray.runtime_context import get_runtime_context
@@ -45,7 +45,7 @@ def remote(*args, **kwargs):
 
 def _make_remote(obj, options):
     if _inspect.isclass(obj):
-        return actor.make_actor_class(obj, options)
+        return actor._make_actor_class(obj, options)
     if _inspect.isfunction(obj) or callable(obj):
         return RemoteFunction(obj, options)
     raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")

@@ -11,6 +11,51 @@ import threading
 from ray_adapter import core as _core
 
 
+class _BaseID:
+    __slots__ = ("_id",)
+
+    def __init__(self, binary):
+        self._id = binary
+
+    def binary(self):
+        return self._id
+
+    def hex(self):
+        return self._id.hex()
+
+    def is_nil(self):
+        return not any(self._id)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._id == self._id
+
+    def __hash__(self):
+        return hash(self._id)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._id.hex()})"
+
+
+class JobID(_BaseID):
+    """A job id; ``hex()`` is 8 hex digits (``01000000`` for the first job)."""
+
+
+class NodeID(_BaseID):
+    """A node id; ``hex()`` is 56 hex digits."""
+
+
+class TaskID(_BaseID):
+    """A task id; ``hex()`` is 48 hex digits."""
+
+
+class WorkerID(_BaseID):
+    """A worker id; ``hex()`` is 56 hex digits."""
+
+
+class ActorID(_BaseID):
+    """An actor id (``handle._actor_id``); ``hex()`` is 32 hex digits."""
+
+
 class ObjectRef:
     """A reference to a (possibly not yet computed) object; mirrors ``ray.ObjectRef``.
 

@@ -8,6 +8,7 @@ from ray_adapter import gaps
 from ray_adapter.core import TaskOptions
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._raylet import ActorID
 from ray_adapter.ray.remote_function import _to_core_args, _wrap_returns
 
 _METHOD_OPTIONS_ATTR = "__ray_method_options__"
@@ -115,7 +116,7 @@ class ActorClass:
         return f"<{self.__module__}.ActorClass({self.__name__}) object at {hex(id(self))}>"
 
 
-def make_actor_class(cls, options):
+def _make_actor_class(cls, options):
     """``ray.remote(cls)``: an instance of ``ActorClass(<cls name>)``, a subclass of
     :class:`ActorClass` made per user class, as Ray names it."""
     return _derived_actor_class(cls)(cls, options)
@@ -177,30 +178,6 @@ class ActorMethod:
 
     def __repr__(self):
         return f"<ray.actor.ActorMethod object at {hex(id(self))}>"
-
-
-class ActorID:
-    """The id of an actor (``handle._actor_id``): ``hex()`` is 32 hex digits."""
-
-    __slots__ = ("_id",)
-
-    def __init__(self, binary):
-        self._id = binary
-
-    def binary(self):
-        return self._id
-
-    def hex(self):
-        return self._id.hex()
-
-    def __eq__(self, other):
-        return isinstance(other, ActorID) and other._id == self._id
-
-    def __hash__(self):
-        return hash(self._id)
-
-    def __repr__(self):
-        return f"ActorID({self._id.hex()})"
 
 
 class ActorHandle:

@@ -1,47 +1,7 @@
 """``ray.runtime_context``: :class:`RuntimeContext` and :func:`get_runtime_context`."""
 from ray_adapter import core as _core
 from ray_adapter import gaps
-
-
-class _BaseID:
-    __slots__ = ("_id",)
-
-    def __init__(self, binary):
-        self._id = binary
-
-    def binary(self):
-        return self._id
-
-    def hex(self):
-        return self._id.hex()
-
-    def is_nil(self):
-        return not any(self._id)
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other._id == self._id
-
-    def __hash__(self):
-        return hash(self._id)
-
-    def __repr__(self):
-        return f"{type(self).__name__}({self._id.hex()})"
-
-
-class JobID(_BaseID):
-    """A job id; ``hex()`` is 8 hex digits (``01000000`` for the first job)."""
-
-
-class NodeID(_BaseID):
-    """A node id; ``hex()`` is 56 hex digits."""
-
-
-class TaskID(_BaseID):
-    """A task id; ``hex()`` is 48 hex digits."""
-
-
-class WorkerID(_BaseID):
-    """A worker id; ``hex()`` is 56 hex digits."""
+from ray_adapter.ray._raylet import ActorID, JobID, NodeID, TaskID
 
 
 class RuntimeContext:
@@ -101,8 +61,6 @@ class RuntimeContext:
 
     @property
     def actor_id(self):
-        from ray_adapter.ray.actor import ActorID
-
         actor_id = self._ctx()["actor_id"]
         return ActorID(actor_id) if actor_id is not None else None
 

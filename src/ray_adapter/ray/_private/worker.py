@@ -12,6 +12,7 @@ from ray_adapter import core as _core
 from ray_adapter.core import InitOptions
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray import exceptions
+from ray_adapter.ray._private.errors import from_core_error
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._raylet import ObjectRef
 
@@ -68,7 +69,7 @@ class _GlobalWorker:
 
     @property
     def current_job_id(self):
-        from ray_adapter.ray.runtime_context import JobID
+        from ray_adapter.ray._raylet import JobID
 
         return JobID(_core.current().context()["job_id"])
 
@@ -78,7 +79,7 @@ _context = None
 
 
 def _raise_core(err):
-    raise exceptions.from_core_error(err) from None
+    raise from_core_error(err) from None
 
 
 def _ensure_core():
