@@ -8,20 +8,17 @@ does not provide raises :class:`ray_adapter.gaps.RayAdapterModuleGapError`, a
 The finder also answers ``importlib.metadata`` queries for the ``ray`` distribution, so library
 availability checks (``find_spec("ray")``, ``version("ray")``) see Ray.
 
-Stdlib only at import time: this module is imported at interpreter start.
+This module is imported at every interpreter start that has RAY_BACKEND=yuanrong, so it
+imports only what the interpreter has loaded anyway (importlib.abc alone would cost ~20 ms):
+the finder is duck-typed, and heavier modules are imported when ``ray`` is.
 """
-import contextlib
-import importlib
-import importlib.abc
+import _thread
 import importlib.machinery
-import importlib.util
 import os
 import sys
-import threading
-import warnings
 
 PROXY_PACKAGE = "ray_adapter.ray"
-_install_lock = threading.RLock()
+_install_lock = _thread.RLock()
 
 
 def owns(fullname):
@@ -34,7 +31,7 @@ def proxy_name(fullname):
     return PROXY_PACKAGE + fullname[len("ray"):]
 
 
-class RayProxyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class RayProxyFinder:
     """Finder and loader for ``ray`` / ``ray.*``; one instance is installed per interpreter."""
 
     _ray_adapter_finder = True  # marker: recognised across reloads of this module
@@ -46,6 +43,8 @@ class RayProxyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if not self.active or not owns(fullname):
             return None
+        import importlib.util
+
         target_spec = importlib.util.find_spec(proxy_name(fullname))
         if target_spec is None:
             from ray_adapter import gaps
@@ -68,6 +67,8 @@ class RayProxyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     # -- loader ----------------------------------------------------------------------------
     def create_module(self, spec):
+        import importlib
+
         module = importlib.import_module(proxy_name(spec.name))
         spec.loader_state = module.__spec__
         return module
@@ -111,6 +112,8 @@ def install():
             )
             if os.environ.get("RAY_ADAPTER_STRICT", "") == "1":
                 raise RuntimeError(message)
+            import warnings
+
             warnings.warn(message, RuntimeWarning, stacklevel=2)
         return finder
 
@@ -121,19 +124,18 @@ def uninstall():
         sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_ray_adapter_finder", False)]
 
 
-@contextlib.contextmanager
-def disabled():
-    """Within the block, ``import ray`` is not served by the adapter (real Ray if installed).
+class disabled:
+    """``with hook.disabled():`` -- inside the block ``import ray`` is not served by the adapter
+    (real Ray if installed). Names already imported stay as they are; code that needs real Ray
+    must import it inside the block before anything imported the proxy."""
 
-    Names already imported stay as they are; callers that need real Ray must import it inside
-    the block before anything imported the proxy.
-    """
-    finder = installed_finder()
-    if finder is None:
-        yield
-        return
-    finder.active = False
-    try:
-        yield
-    finally:
-        finder.active = True
+    def __enter__(self):
+        self._finder = installed_finder()
+        if self._finder is not None:
+            self._finder.active = False
+        return self
+
+    def __exit__(self, *exc):
+        if self._finder is not None:
+            self._finder.active = True
+        return False

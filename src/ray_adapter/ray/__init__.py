@@ -5,8 +5,6 @@ the adapter does not provide raises :class:`ray_adapter.gaps.RayAdapterGapError`
 ``AttributeError``) that says why and what to use instead. Importing this package starts
 nothing: the runtime starts at ``ray.init()`` or at the first ``.remote()``/``ray.get``/``ray.put``.
 """
-import inspect as _inspect
-
 from ray_adapter import RAY_API_VERSION as __version__  # noqa: N811 - Ray's own name
 from ray_adapter import gaps as _gaps
 from ray_adapter import matrix as _matrix
@@ -44,9 +42,9 @@ def remote(*args, **kwargs):
 
 
 def _make_remote(obj, options):
-    if _inspect.isclass(obj):
+    if isinstance(obj, type):
         return actor._make_actor_class(obj, options)
-    if _inspect.isfunction(obj) or callable(obj):
+    if callable(obj):
         return RemoteFunction(obj, options)
     raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
 

@@ -4,8 +4,6 @@ An ObjectRef holds an object id of the runtime core and one local reference to i
 last ObjectRef of an id is garbage-collected in the driver, the core may free the value, as
 Ray's reference counting does.
 """
-import asyncio
-import concurrent.futures
 import threading
 
 from ray_adapter import core as _core
@@ -125,6 +123,8 @@ class ObjectRef:
     # -- futures -----------------------------------------------------------------------------
     def future(self):
         """A ``concurrent.futures.Future`` that resolves to the object's value (or error)."""
+        import concurrent.futures
+
         fut = concurrent.futures.Future()
 
         def resolve():
@@ -140,6 +140,8 @@ class ObjectRef:
 
     def as_future(self):
         """An ``asyncio.Future`` on the running loop resolving to the object's value."""
+        import asyncio
+
         return asyncio.wrap_future(self.future())
 
     def __await__(self):

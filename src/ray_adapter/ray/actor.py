@@ -1,5 +1,4 @@
 """``ray.actor``: actor classes, handles and methods (mirrors Ray's ``ray.actor``)."""
-import inspect
 import os
 import weakref
 
@@ -44,6 +43,8 @@ def method(*args, **kwargs):
 
 def _method_table(cls):
     """``{name: options}`` for every public or dunder-call method of ``cls``."""
+    import inspect
+
     table = {}
     for name, member in inspect.getmembers(cls):
         if not callable(member) or (name.startswith("__") and name not in ("__call__",)):

@@ -5,7 +5,6 @@ Every keyword has a status in ``compat_matrix/options.toml``: an unknown keyword
 ``ValueError`` as Ray does, a ``gap`` raises :class:`ray_adapter.gaps.RayAdapterOptionError`, a
 ``partial`` one warns once per process, naming what differs. Nothing is dropped silently.
 """
-import inspect
 import warnings
 
 from ray_adapter import gaps, matrix
@@ -164,6 +163,8 @@ def actor_options(options, cls, handle_meta, is_async):
 
 def is_async_class(cls):
     """True if any method of ``cls`` is a coroutine or async generator function (an async actor)."""
+    import inspect
+
     for _, member in inspect.getmembers(cls):
         if inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member):
             return True
