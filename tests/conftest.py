@@ -61,11 +61,44 @@ def _is_worker(p):
         return False
 
 
-@pytest.fixture
-def ray():
-    """The proxy ``ray`` with a fresh 2-CPU embedded runtime; shut down afterwards."""
+def _yr_available():
+    try:
+        import yr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# The conformance suite: every test taking the ``ray`` or ``ray_module`` fixture runs on each
+# backend. "yr-local" is the yuanrong backend on yr's local mode (RAY_ADAPTER_RUNTIME=yr-local).
+BACKENDS = ["embedded", "yr-local"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "embedded_only(reason): the test needs the embedded "
+                            "runtime; on other backends it is skipped with that reason")
+
+
+def _select_backend(request, monkeypatch):
+    backend = request.param
+    marker = request.node.get_closest_marker("embedded_only")
+    if backend != "embedded" and marker is not None:
+        pytest.skip(f"{backend}: {marker.args[0]}")
+    if backend == "yr-local":
+        if not _yr_available():
+            pytest.skip("yr-local: the openYuanrong SDK is not installed (pip install 'ray-adapter[yuanrong]')")
+        monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    else:
+        monkeypatch.delenv("RAY_ADAPTER_RUNTIME", raising=False)
+    return backend
+
+
+@pytest.fixture(params=BACKENDS)
+def ray(request, monkeypatch):
+    """The proxy ``ray`` with a fresh 2-CPU runtime of each backend; shut down afterwards."""
     import ray_adapter.ray as ray_module
 
+    _select_backend(request, monkeypatch)
     if ray_module.is_initialized():
         ray_module.shutdown()
     ray_module.init(num_cpus=2)
@@ -73,11 +106,12 @@ def ray():
     ray_module.shutdown()
 
 
-@pytest.fixture
-def ray_module():
-    """The proxy ``ray`` without starting anything (the test calls init itself)."""
+@pytest.fixture(params=BACKENDS)
+def ray_module(request, monkeypatch):
+    """The proxy ``ray`` of each backend without starting anything (the test calls init)."""
     import ray_adapter.ray as ray_module
 
+    _select_backend(request, monkeypatch)
     if ray_module.is_initialized():
         ray_module.shutdown()
     yield ray_module

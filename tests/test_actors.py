@@ -192,14 +192,27 @@ def test_kill_makes_calls_fail_with_actor_died(ray):
         ray.get(a.pid.remote(), timeout=10)
     assert isinstance(info.value, ray.exceptions.RayActorError)
     assert "ray.kill" in str(info.value)
+
+
+@pytest.mark.embedded_only("yr local mode runs actors as threads of the driver process")
+def test_kill_ends_the_actor_process(ray):
     import psutil
 
+    @ray.remote
+    class A:
+        def pid(self):
+            return os.getpid()
+
+    a = A.remote()
+    pid = ray.get(a.pid.remote())
+    ray.kill(a)
     deadline = time.monotonic() + 5
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline
         time.sleep(0.02)
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: os._exit in a method would end the test process')
 def test_crash_restarts_with_max_restarts(ray):
     @ray.remote(max_restarts=1)
     class Phoenix:
@@ -226,6 +239,7 @@ def test_crash_restarts_with_max_restarts(ray):
         ray.get(p.pid.remote(), timeout=10)  # no restart left
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: os._exit in a method would end the test process')
 def test_max_task_retries_resubmits_after_restart(ray, tmp_path):
     marker = str(tmp_path / "crashed")
 
@@ -313,6 +327,7 @@ def test_exit_actor(ray):
         ray.actor.exit_actor()  # not inside an actor
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there is no actor process whose exit can be observed')
 def test_actor_ends_when_its_last_handle_goes(ray):
     import gc
 

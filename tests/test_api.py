@@ -55,6 +55,7 @@ def test_calling_remote_function_directly_raises(ray):
         f()
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process (no separate processes; the GIL serialises CPU work)')
 def test_tasks_run_in_parallel_in_separate_processes(ray):
     @ray.remote
     def sleepy():
@@ -69,6 +70,7 @@ def test_tasks_run_in_parallel_in_separate_processes(ray):
     assert elapsed < 0.95  # two 0.5 s tasks overlapped on two CPUs
 
 
+@pytest.mark.embedded_only('yr local mode does not enforce resource requests (no scheduler)')
 def test_num_cpus_limits_concurrency(ray):
     @ray.remote(num_cpus=2)
     def hog():
@@ -240,6 +242,7 @@ def test_await_object_ref(ray):
     assert asyncio.run(main()) == 7
 
 
+@pytest.mark.embedded_only("inspects the embedded runtime's object table")
 def test_freed_objects_leave_the_store(ray):
     from ray_adapter import core
 
@@ -388,6 +391,7 @@ def test_init_context_manager_shuts_down(ray_module):
     assert not ray_module.is_initialized()
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there are no worker processes to check')
 def test_shutdown_leaves_no_worker(ray_module):
     from conftest import my_worker_processes
 
@@ -411,6 +415,7 @@ def test_shutdown_leaves_no_worker(ray_module):
 
 # -- cluster state ---------------------------------------------------------------------------
 
+@pytest.mark.embedded_only('yr local mode has no node list or resource accounting (yr.resources() is cluster-only); the backend reports one synthetic node whose free amounts equal its totals')
 def test_resources_and_nodes(ray_module):
     ray = ray_module
     ray.init(num_cpus=2, num_gpus=0, resources={"custom": 4})
@@ -441,6 +446,7 @@ def test_resources_and_nodes(ray_module):
     assert ray.available_resources()["CPU"] == 2.0
 
 
+@pytest.mark.embedded_only('yr local mode does not enforce resource requests (no scheduler)')
 def test_fractional_and_custom_resources_schedule(ray_module):
     ray = ray_module
     ray.init(num_cpus=1, resources={"slot": 1})
@@ -498,6 +504,7 @@ def test_get_gpu_ids_empty_without_gpus(ray):
     assert ray.get_gpu_ids() == [] and ray.get(gpus.remote()) == []
 
 
+@pytest.mark.embedded_only('yr local mode assigns no devices; on a cluster Yuanrong sets device visibility itself')
 def test_gpu_assignment_sets_visible_devices(ray_module):
     # Two logical GPUs declared on a CPU machine: the scheduler hands out device ids.
     ray = ray_module

@@ -21,6 +21,7 @@ def _wait_gone(pids, timeout=10):
     return alive
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: os._exit in a task would end the test process')
 def test_worker_crash_without_retries_raises_worker_crashed(ray):
     @ray.remote(max_retries=0)
     def die():
@@ -36,6 +37,7 @@ def test_worker_crash_without_retries_raises_worker_crashed(ray):
     assert ray.get(fine.remote()) == "ok"  # the pool recovered
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: os._exit in a task would end the test process')
 def test_worker_crash_is_retried(ray, tmp_path):
     marker = str(tmp_path / "died-once")
 
@@ -49,6 +51,7 @@ def test_worker_crash_is_retried(ray, tmp_path):
     assert ray.get(die_once.remote(marker), timeout=20) == "second try"
 
 
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: os._exit in a method would end the test process')
 def test_actor_crash_raises_actor_died(ray):
     @ray.remote
     class Crasher:
@@ -66,6 +69,7 @@ def test_actor_crash_raises_actor_died(ray):
         ray.get(c.ping.remote(), timeout=20)
 
 
+@pytest.mark.embedded_only('yr local mode cannot interrupt a running task (yr.cancel applies to queued stateless tasks only)')
 def test_cancel_pending_running_and_force(ray, tmp_path):
     started = tmp_path / "started"
 

@@ -16,6 +16,7 @@ __all__ = ["ActorInfo", "ActorOptions", "ArgRef", "InitOptions", "RuntimeCore", 
 ENTRY_POINT_GROUP = "ray_adapter.backends"
 _BUILTIN_BACKENDS = {
     "embedded": "ray_adapter.core.embedded.backend:EmbeddedBackend",
+    "yuanrong": "ray_adapter.core.yuanrong.backend:YuanrongBackend",
 }
 
 _current = None
@@ -41,11 +42,19 @@ def set_current(core):
 
 
 def select_backend(address=None):
-    """The backend name for an ``init(address=...)``: ``RAY_ADAPTER_BACKEND`` wins, else
-    ``embedded`` when no cluster address is given."""
-    explicit = os.environ.get("RAY_ADAPTER_BACKEND", "").strip().lower()
-    if explicit:
-        return explicit
+    """The backend for ``init(address=...)``.
+
+    ``RAY_ADAPTER_RUNTIME`` wins (``yr-local``: yuanrong on yr's local mode; or a backend
+    name); else a cluster address (``address``, ``RAY_ADDRESS`` or ``YR_SERVER_ADDRESS``)
+    selects ``yuanrong``; else ``embedded``.
+    """
+    runtime = os.environ.get("RAY_ADAPTER_RUNTIME", "").strip().lower()
+    if runtime == "yr-local":
+        return "yuanrong"
+    if runtime:
+        return runtime
+    if address not in (None, "", "local") or os.environ.get("YR_SERVER_ADDRESS"):
+        return "yuanrong"
     return "embedded"
 
 

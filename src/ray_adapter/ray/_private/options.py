@@ -25,7 +25,6 @@ _SUPPORTED_VALUES = {
     "allow_out_of_order_execution": (None, False),
     "max_pending_calls": (-1, None),
     "object_store_memory": (None,),
-    "address": (None, "local"),
     "include_dashboard": (None, False),
     "local_mode": (False,),
     "_metadata": (None,),
@@ -74,8 +73,10 @@ def _check_partial_value(owner, key, value, entry):
         if unsupported:
             raise gaps.option_gap_error(_OWNER_API[owner], f"runtime_env[{unsupported[0]!r}]", entry.note)
         return
+    if key == "address":
+        return  # ray.init decides (see worker.init)
     if key in ("scheduling_strategy", "placement_group", "placement_group_bundle_index",
-               "placement_group_capture_child_tasks", "address"):
+               "placement_group_capture_child_tasks"):
         raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
     if key == "num_returns" or (key == "runtime_env" and not value):
         return

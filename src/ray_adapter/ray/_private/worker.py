@@ -134,6 +134,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             if address is not None:
                 given["address"] = address
         _options.check("init", given)
+        _check_address(address)
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise TypeError("namespace must be None or a non-empty string.")
         if num_cpus is not None and num_cpus < 0:
@@ -145,7 +146,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             object_store_memory=object_store_memory, resources=dict(resources or {}),
             namespace=namespace, runtime_env=dict(runtime_env) if runtime_env else None,
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
-            address=address if address not in (None, "local") else None)
+            address=None if address in (None, "local", "auto") else address)
         _, info = _core.start(opts)
         address_info = {
             "node_ip_address": info.get("node_ip_address", "127.0.0.1"),
@@ -162,6 +163,23 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _check_address(address):
+    """Ray Client (``ray://``) cannot be served; ``auto`` needs a cluster to attach to."""
+    from ray_adapter import gaps
+
+    if address and address.startswith("ray://"):
+        raise gaps.option_gap_error(
+            "ray.init", f"address={address!r}",
+            "Ray Client addresses need a Ray cluster; give a Yuanrong cluster address "
+            "(host:port, or set YR_SERVER_ADDRESS) to use the yuanrong backend.")
+    if address == "auto" and not os.environ.get("YR_SERVER_ADDRESS") \
+            and _core.select_backend(None) == "embedded":
+        raise ConnectionError(
+            "Could not find any running Ray instance. ray.init(address='auto') attaches to an "
+            "existing cluster: set YR_SERVER_ADDRESS to a Yuanrong cluster, or call ray.init() "
+            "to start the embedded runtime.")
 
 
 def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):

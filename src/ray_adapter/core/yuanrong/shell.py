@@ -1,0 +1,205 @@
+"""Code that runs inside Yuanrong: the task runner and the actor shell.
+
+Every task and method result comes back wrapped in a :class:`Box`, so the backend can tell a
+real ``None`` result from yr's "not ready / cancelled" ``None`` and carry failures as the
+core's own errors (with the user's exception class and traceback), independent of how yr
+reports them.
+"""
+import asyncio
+import contextvars
+import inspect
+import os
+import threading
+import traceback
+
+from ray_adapter.core import errors, serialization
+from ray_adapter.core.interface import ArgRef
+
+# (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
+current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", None, None, {}))
+# The ActorShell whose method is running in this thread / coroutine.
+current_shell = contextvars.ContextVar("ray_adapter_yr_shell", default=None)
+
+
+class Box:
+    """A task or method outcome: ``ok`` and the value, or the core error when not ok."""
+
+    __slots__ = ("ok", "value")
+
+    def __init__(self, ok, value):
+        self.ok = ok
+        self.value = value
+
+    def __reduce__(self):
+        return Box, (self.ok, self.value)
+
+
+def failure(exc, name, actor_repr=None):
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None))
+    return errors.TaskFailed(exc, tb, name, os.getpid(), "127.0.0.1", actor_repr=actor_repr,
+                             cause_repr=repr(exc))
+
+
+def load_args(packed_args, dep_indexes, deps):
+    """The call's ``(args, kwargs)``. ``packed_args`` is their Serialized form with
+    :class:`ArgRef` placeholders at top level; ``deps`` are the Boxes yr resolved for those refs
+    (args first, then kwargs, in order) and ``dep_indexes`` the element of a multi-return each
+    stands for. Returns ``(args, kwargs, failed_box)``."""
+    args, kwargs = serialization.loads(packed_args)
+    if not deps:
+        return args, kwargs, None
+    refs = [a for a in args if type(a) is ArgRef] + [v for v in kwargs.values() if type(v) is ArgRef]
+    values = {}
+    for ref, index, box in zip(refs, dep_indexes, deps):
+        if not box.ok:
+            return None, None, box
+        values[ref.object_id] = serialization.loads(box.value if index is None else box.value[index])
+    args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
+    kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
+    return args, kwargs, None
+
+
+def result_box(result, num_returns):
+    """A successful call's Box: the result serialized by the adapter (so readers get copies
+    and read-only arrays, as in Ray), split into ``num_returns`` values when more than one."""
+    if num_returns == 1:
+        return Box(True, serialization.dumps(result))
+    values = tuple(result) if not isinstance(result, tuple) else result
+    if len(values) != num_returns:
+        raise ValueError(f"Task returned {len(values)} objects, but num_returns={num_returns}.")
+    return Box(True, [serialization.dumps(v) for v in values])
+
+
+def run_task(function, meta, packed_args, deps):
+    """Run one task inside Yuanrong; returns its Box. Exceptions named by the task's
+    ``retry_exceptions`` are retried here, up to ``max_retries`` times."""
+    task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes = meta
+    args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+    if failed is not None:
+        return failed
+    token = current_call.set((task_id, name, None, None, resources))
+    saved = _apply_env(env_vars)
+    try:
+        while True:
+            try:
+                return result_box(function(*args, **kwargs), num_returns)
+            except BaseException as exc:  # noqa: BLE001 - the caller gets every failure
+                if retries != 0 and _should_retry(exc, retry_on):
+                    retries -= 1
+                    continue
+                return Box(False, failure(exc, name))
+    finally:
+        _restore_env(saved)
+        current_call.reset(token)
+
+
+def _should_retry(exc, retry_on):
+    if not retry_on or not isinstance(exc, Exception):
+        return False
+    return retry_on is True or isinstance(exc, tuple(retry_on))
+
+
+def make_task_runner(function):
+    """A yr-invocable wrapper of ``function`` (registered once per function). yr pickles it by
+    value, so it references only ``function`` and the importable :func:`run_task`."""
+
+    def runner(meta, packed_args, *deps):
+        return run_task(function, meta, packed_args, deps)
+
+    runner.__name__ = getattr(function, "__name__", "task")
+    runner.__qualname__ = getattr(function, "__qualname__", runner.__name__)
+    return runner
+
+
+class ActorShell:
+    """Hosts one user actor inside a yr instance; every method call goes through :meth:`call`.
+
+    A constructor failure is kept and reported by every call (Ray's semantics: creation is
+    asynchronous and calls fail with ActorDiedError), instead of failing the creation call.
+    """
+
+    def __init__(self, cls, meta, packed_args, *deps):
+        actor_id, name, class_name, is_async, env_vars, resources, dep_indexes = meta
+        self.actor_id, self.name, self.class_name = actor_id, name, class_name
+        self.resources = resources
+        self.init_error = None
+        self.instance = None
+        self.loop = None
+        self.exited = False
+        _apply_env(env_vars)
+        args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        token = current_call.set((None, f"{class_name}.__init__", actor_id, name, resources))
+        try:
+            if failed is not None:
+                self.init_error = failed.value
+            else:
+                self.instance = cls(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001
+            self.init_error = failure(exc, f"{class_name}.__init__")
+        finally:
+            current_call.reset(token)
+        if is_async and self.init_error is None:
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, daemon=True,
+                             name="ray-adapter-yr-actor-loop").start()
+
+    def call(self, meta, packed_args, *deps):
+        method_name, task_id, name, num_returns, dep_indexes = meta
+        if self.exited:
+            return Box(False, errors.ActorDied(
+                self.actor_id, "The actor is dead because it exited intentionally (exit_actor).",
+                class_name=self.class_name))
+        if self.init_error is not None:
+            return Box(False, errors.ActorDied(
+                self.actor_id, "The actor died because of an error raised in its creation task.",
+                creation_error=self.init_error, class_name=self.class_name))
+        args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        if failed is not None:
+            return failed
+        token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
+        shell_token = current_shell.set(self)
+        try:
+            result = getattr(self.instance, method_name)(*args, **kwargs)
+            if inspect.isawaitable(result):
+                if self.loop is not None:
+                    ctx = contextvars.copy_context()
+                    result = asyncio.run_coroutine_threadsafe(
+                        _in_context(ctx, result), self.loop).result()
+                else:
+                    result = asyncio.run(_await(result))
+            return result_box(result, num_returns)
+        except SystemExit:
+            if not self.exited:
+                raise
+            return result_box(None, num_returns)
+        except BaseException as exc:  # noqa: BLE001
+            return Box(False, failure(exc, name, self.class_name))
+        finally:
+            current_shell.reset(shell_token)
+            current_call.reset(token)
+
+
+async def _await(awaitable):
+    return await awaitable
+
+
+async def _in_context(ctx, awaitable):
+    for var, value in ctx.items():
+        var.set(value)
+    return await awaitable
+
+
+def _apply_env(env_vars):
+    if not env_vars:
+        return None
+    saved = {k: os.environ.get(k) for k in env_vars}
+    os.environ.update({k: str(v) for k, v in env_vars.items()})
+    return saved
+
+
+def _restore_env(saved):
+    for k, v in (saved or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
