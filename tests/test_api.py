@@ -518,3 +518,13 @@ def test_gpu_assignment_sets_visible_devices(ray_module):
     results = ray.get([dev.remote(), dev.remote()])
     assert sorted(r[0][0] for r in results) == [0, 1]
     assert sorted(r[1] for r in results) == ["0", "1"]
+
+
+@pytest.mark.embedded_only("max_calls is a gap on the yuanrong backend (see compat_matrix/options.toml)")
+def test_max_calls_recycles_the_worker(ray):
+    @ray.remote(max_calls=1)
+    def pid():
+        return os.getpid()
+
+    pids = [ray.get(pid.remote()) for _ in range(3)]
+    assert len(set(pids)) == 3  # each call ran in a fresh worker

@@ -100,6 +100,10 @@ def test_option_statuses_drive_validation():
                     options_module.check(owner, {name: object()}, backend="embedded")
     with pytest.raises(ValueError, match="Invalid option keyword nope"):
         options_module.check("task", {"nope": 1}, backend="embedded")
+    # Statuses are per backend: max_calls works on the embedded runtime, not on yuanrong.
+    options_module.check("task", {"max_calls": 2}, backend="embedded")
+    with pytest.raises(gaps.RayAdapterOptionError, match="max_calls"):
+        options_module.check("task", {"max_calls": 2}, backend="yuanrong")
 
 
 REFERENCE = os.environ.get("RAY_REFERENCE_PYTHON")

@@ -34,6 +34,7 @@ class TaskOptions:
     num_returns: int = 1
     resources: Dict[str, float] = field(default_factory=dict)  # {"CPU": 1.0, "GPU": 0.5, ...}
     max_retries: int = 3            # retries on worker death; -1 = forever
+    max_calls: int = 0              # a worker runs at most this many calls of the function; 0 = no limit
     retry_exceptions: Any = False   # False, True, or a tuple of exception classes
     runtime_env: Optional[dict] = None
     scheduling: Optional[dict] = None
@@ -199,7 +200,7 @@ class RuntimeCore(abc.ABC):
         """The caller's context: ``job_id``, ``node_id``, ``task_id``, ``actor_id`` (bytes or
         None), ``namespace``, ``worker_mode`` ("driver"/"worker"), ``assigned_resources``,
         ``gpu_ids``, ``task_name``, ``actor_name``, ``was_restarted``, ``actor_handle_meta``,
-        ``runtime_env``."""
+        ``runtime_env``, ``node_ip_address``."""
 
     # -- placement groups (resource groups) --------------------------------------------------
     # Part of the contract from the start so backends are shaped for them; a backend that does

@@ -80,6 +80,20 @@ def loads(serialized):
     return pickle.loads(serialized.data)
 
 
+_IMMUTABLE_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
+
+
+def is_immutable(value):
+    """True for values that need no copy to keep Ray's by-value semantics: None, bool, numbers,
+    str, bytes, and tuples/frozensets of those (one level deep keeps the check cheap)."""
+    kind = type(value)
+    if kind in _IMMUTABLE_TYPES:
+        return True
+    if kind is tuple or kind is frozenset:
+        return all(type(v) in _IMMUTABLE_TYPES for v in value)
+    return False
+
+
 def dumps_plain(value):
     """Serialize a value for a message body (no out-of-band buffers)."""
     return _cloudpickle_dumps(value)

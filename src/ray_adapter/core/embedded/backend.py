@@ -120,7 +120,7 @@ class _Actor:
 
 class _WorkerProc:
     __slots__ = ("proc", "channel", "pid", "task", "actor", "known_keys", "worker_id",
-                 "blocked", "dead", "exit_intended")
+                 "blocked", "dead", "exit_intended", "calls")
 
     def __init__(self, proc, channel, worker_id):
         self.proc = proc
@@ -133,6 +133,7 @@ class _WorkerProc:
         self.blocked = 0
         self.dead = False
         self.exit_intended = False
+        self.calls = {}  # function key -> calls run, for max_calls
 
 
 class EmbeddedBackend(RuntimeCore):
@@ -597,7 +598,12 @@ class EmbeddedBackend(RuntimeCore):
             if task is None or task.task_id != task_id:
                 return
             self._release_task_units(worker, task)
-            self._return_worker(worker)
+            calls = worker.calls[task.key] = worker.calls.get(task.key, 0) + 1
+            if task.options.max_calls and calls >= task.options.max_calls:
+                worker.task = None
+                self._retire(worker)  # max_calls reached: a fresh worker replaces it
+            else:
+                self._return_worker(worker)
             if kind == "err" and self._should_retry_exception(task, datas[0]):
                 task.retries_left -= 1 if task.retries_left > 0 else 0
                 task.state = "PENDING"
@@ -1126,7 +1132,7 @@ class EmbeddedBackend(RuntimeCore):
             "actor_id": None, "namespace": self.namespace, "worker_mode": "driver",
             "worker_id": self.driver_worker_id, "assigned_resources": {}, "gpu_ids": [], "task_name": "",
             "actor_name": None, "was_restarted": False, "actor_handle_meta": None,
-            "runtime_env": self.job_runtime_env,
+            "runtime_env": self.job_runtime_env, "node_ip_address": NODE_IP,
         }
 
     def _check_started(self):

@@ -172,6 +172,7 @@ class WorkerCore(RuntimeCore):
             "was_restarted": w.restart_count > 0,
             "actor_handle_meta": w.actor_handle_meta,
             "runtime_env": w.runtime_env,
+            "node_ip_address": _node_ip(),
         }
 
 

@@ -85,7 +85,8 @@ class YuanrongBackend(RuntimeCore):
         self._objects = {}
         self._actors = {}
         self._names = {}
-        self._runners = {}
+        self._runner = None
+        self._blobs = {}
         self._shell_creator = None
         self._started = False
 
@@ -166,7 +167,7 @@ class YuanrongBackend(RuntimeCore):
     def put(self, value):
         self._check_started()
         # Serialized by the adapter: the store keeps a copy and readers get read-only arrays.
-        return self._new_id(self.yr.put(shell.Box(True, serialization.dumps(value))))
+        return self._new_id(self.yr.put(shell.Box(True, shell.pack(value))))
 
     def _obj(self, object_id):
         obj = self._objects.get(object_id)
@@ -195,13 +196,20 @@ class YuanrongBackend(RuntimeCore):
             return box
         if not box.ok:
             raise box.value
-        return serialization.loads(box.value if obj.index is None else box.value[obj.index])
+        return shell.unpack(box.value if obj.index is None else box.value[obj.index])
 
     def get(self, object_ids, timeout):
         with self._lock:
             objs = [self._obj(oid) for oid in object_ids]
         futures = [self._future(o) for o in objs]
-        if timeout is not None and timeout <= 0:
+        if len(futures) == 1 and (timeout is None or timeout > 0):
+            try:
+                futures[0].result(timeout)
+            except concurrent.futures.TimeoutError:
+                raise errors.GetTimeout(f"Get timed out: some object(s) not ready after {timeout} s.") from None
+            except Exception:  # the failure is raised, mapped, by _value below
+                pass
+        elif timeout is not None and timeout <= 0:
             if not all(f.done() for f in futures):
                 raise errors.GetTimeout(f"Get timed out: some object(s) not ready after {timeout} s.")
         else:
@@ -272,7 +280,7 @@ class YuanrongBackend(RuntimeCore):
                 obj = self._obj(r.object_id)
                 deps.append(obj.ref)
                 dep_indexes.append(obj.index)
-        return serialization.dumps((args, kwargs)), dep_indexes, deps
+        return shell.pack_args(args, kwargs), dep_indexes, deps
 
     def invoke_options(self, resources, *, name=None, namespace=None, retries=0, restarts=0,
                        concurrency=None, get_if_exists=False, detached=False, runtime_env=None):
@@ -308,9 +316,13 @@ class YuanrongBackend(RuntimeCore):
 
     def submit_task(self, function, function_key, args, kwargs, options):
         self._check_started()
-        runner = self._runners.get(function_key)
-        if runner is None:
-            runner = self._runners[function_key] = self.yr.invoke(shell.make_task_runner(function))
+        if self._runner is None:
+            self._runner = self.yr.invoke(shell.run_keyed)
+        blob = self._blobs.get(function_key)
+        if blob is None:
+            # Local mode runs tasks in this process: the registry is shared, nothing to ship.
+            shell.FUNCTIONS[function_key] = function
+            blob = self._blobs[function_key] = b"" if self.local_mode else serialization.dumps_plain(function)
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         task_id = self._ids.task()
         env = dict((options.runtime_env or {}).get("env_vars") or {})
@@ -318,7 +330,7 @@ class YuanrongBackend(RuntimeCore):
         meta = (task_id, options.name, options.num_returns or 1, env, dict(options.resources),
                 retry_on, options.max_retries if retry_on else 0, dep_indexes)
         opts = self.invoke_options(options.resources, retries=options.max_retries)
-        ref = runner.options(opts).invoke(meta, packed, *deps)
+        ref = self._runner.options(opts).invoke(function_key, blob, meta, packed, *deps)
         return self._returns(ref, task_id, options.num_returns)
 
     def _returns(self, ref, task_id, num_returns, actor_id=None):
@@ -588,7 +600,18 @@ class YuanrongBackend(RuntimeCore):
             "gpu_ids": [],
             "task_name": task_name, "actor_name": actor_name, "was_restarted": False,
             "actor_handle_meta": meta, "runtime_env": self.runtime_env,
+            "node_ip_address": self._node_ip(),
         }
+
+    def _node_ip(self):
+        if self.local_mode:
+            return "127.0.0.1"
+        if getattr(self, "_ip", None) is None:
+            try:
+                self._ip = str(self.yr.get_node_ip_address())
+            except Exception:  # not reachable from this process: the local address
+                self._ip = socket.gethostbyname(socket.gethostname())
+        return self._ip
 
     # ================================================================== helpers
     def _check_started(self):

@@ -45,7 +45,7 @@ def load_args(packed_args, dep_indexes, deps):
     :class:`ArgRef` placeholders at top level; ``deps`` are the Boxes yr resolved for those refs
     (args first, then kwargs, in order) and ``dep_indexes`` the element of a multi-return each
     stands for. Returns ``(args, kwargs, failed_box)``."""
-    args, kwargs = serialization.loads(packed_args)
+    args, kwargs = _unpack_args(packed_args)
     if not deps:
         return args, kwargs, None
     refs = [a for a in args if type(a) is ArgRef] + [v for v in kwargs.values() if type(v) is ArgRef]
@@ -53,21 +53,46 @@ def load_args(packed_args, dep_indexes, deps):
     for ref, index, box in zip(refs, dep_indexes, deps):
         if not box.ok:
             return None, None, box
-        values[ref.object_id] = serialization.loads(box.value if index is None else box.value[index])
+        values[ref.object_id] = _unpack(box.value if index is None else box.value[index])
     args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
     kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
     return args, kwargs, None
 
 
+def pack(value):
+    """A value as it crosses yr: serialized by the adapter (so readers get copies and
+    read-only arrays, as in Ray) unless it is immutable and needs no copy."""
+    return value if serialization.is_immutable(value) else serialization.dumps(value)
+
+
+def pack_args(args, kwargs):
+    """``(args, kwargs)`` as they cross yr; top-level ArgRef placeholders need no copy."""
+    if kwargs or not all(type(a) is ArgRef or serialization.is_immutable(a) for a in args):
+        return serialization.dumps((args, kwargs))
+    return args
+
+
+def _unpack_args(packed):
+    if type(packed) is serialization.Serialized:
+        return serialization.loads(packed)
+    return packed, {}
+
+
+def _unpack(packed):
+    return serialization.loads(packed) if type(packed) is serialization.Serialized else packed
+
+
+unpack = _unpack
+
+
 def result_box(result, num_returns):
-    """A successful call's Box: the result serialized by the adapter (so readers get copies
-    and read-only arrays, as in Ray), split into ``num_returns`` values when more than one."""
+    """A successful call's Box, split into ``num_returns`` packed values when more than one."""
     if num_returns == 1:
-        return Box(True, serialization.dumps(result))
+        return Box(True, pack(result))
     values = tuple(result) if not isinstance(result, tuple) else result
     if len(values) != num_returns:
         raise ValueError(f"Task returned {len(values)} objects, but num_returns={num_returns}.")
-    return Box(True, [serialization.dumps(v) for v in values])
+    return Box(True, [pack(v) for v in values])
 
 
 def run_task(function, meta, packed_args, deps):
@@ -99,16 +124,18 @@ def _should_retry(exc, retry_on):
     return retry_on is True or isinstance(exc, tuple(retry_on))
 
 
-def make_task_runner(function):
-    """A yr-invocable wrapper of ``function`` (registered once per function). yr pickles it by
-    value, so it references only ``function`` and the importable :func:`run_task`."""
+#: Functions by key, in the process that runs them. In local mode the driver fills it; in a
+#: cluster, runtimes fill it from the pickled function the first call for a key carries.
+FUNCTIONS = {}
 
-    def runner(meta, packed_args, *deps):
-        return run_task(function, meta, packed_args, deps)
 
-    runner.__name__ = getattr(function, "__name__", "task")
-    runner.__qualname__ = getattr(function, "__qualname__", runner.__name__)
-    return runner
+def run_keyed(key, blob, meta, packed_args, *deps):
+    """The one function the adapter registers with yr (importable, so yr pickles it by
+    reference on every call instead of pickling a user closure by value)."""
+    function = FUNCTIONS.get(key)
+    if function is None:
+        function = FUNCTIONS[key] = serialization.loads_plain(blob)
+    return run_task(function, meta, packed_args, deps)
 
 
 class ActorShell:

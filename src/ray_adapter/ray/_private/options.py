@@ -121,6 +121,7 @@ def task_options(options, function_name):
         num_returns=1 if num_returns is None else num_returns,
         resources=_resources(options, 1),
         max_retries=3 if max_retries is None else max_retries,
+        max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
         runtime_env=options.get("runtime_env"),
         scheduling=None,

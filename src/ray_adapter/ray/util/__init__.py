@@ -10,7 +10,7 @@ def get_node_ip_address(address="8.8.8.8:53"):
 
     if not core.is_started():
         return "127.0.0.1"
-    return core.current().nodes()[0]["address"]
+    return core.current().context()["node_ip_address"]
 
 
 def list_named_actors(all_namespaces=False):
