@@ -415,7 +415,6 @@ def test_shutdown_leaves_no_worker(ray_module):
 
 # -- cluster state ---------------------------------------------------------------------------
 
-@pytest.mark.embedded_only('yr local mode has no node list or resource accounting (yr.resources() is cluster-only); the backend reports one synthetic node whose free amounts equal its totals')
 def test_resources_and_nodes(ray_module):
     ray = ray_module
     ray.init(num_cpus=2, num_gpus=0, resources={"custom": 4})

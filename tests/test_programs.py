@@ -29,22 +29,46 @@ def ray_stdout(path):
     return "".join(l for l in result.stdout.splitlines(True) if "(raylet)" not in l)
 
 
-def adapter_stdout(path):
-    result = run_python([str(path)], cwd=str(REPO), timeout=180)
+def adapter_stdout(path, runtime="embedded"):
+    env = {"RAY_ADAPTER_RUNTIME": runtime}
+    result = run_python([str(path)], cwd=str(REPO), timeout=180, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
 
+# What a program needs that yr's local mode (tasks and actors as threads of the driver) lacks.
+YR_LOCAL_SKIPS = {
+    "errors": "crashes workers with os._exit and interrupts running tasks: in yr local mode "
+              "tasks are threads of the driver, so os._exit would end the program itself",
+}
+RUNTIMES = ["embedded", "yr-local"]
+
+
+def _skip_unsupported(name, runtime):
+    if runtime != "yr-local":
+        return
+    try:
+        import yr  # noqa: F401
+    except ImportError:
+        pytest.skip("yr-local: the openYuanrong SDK is not installed (pip install 'ray-adapter[yuanrong]')")
+    if name in YR_LOCAL_SKIPS:
+        pytest.skip(f"yr-local: {YR_LOCAL_SKIPS[name]}")
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("name", PROGRAM_FILES)
-def test_program_matches_recorded_ray_output(name):
+def test_program_matches_recorded_ray_output(name, runtime):
+    _skip_unsupported(name, runtime)
     expected = (PROGRAMS / "expected" / f"{name}.out").read_text()
-    assert adapter_stdout(PROGRAMS / f"{name}.py") == expected
+    assert adapter_stdout(PROGRAMS / f"{name}.py", runtime) == expected
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("name", EXAMPLE_FILES)
-def test_example_matches_recorded_ray_output(name):
+def test_example_matches_recorded_ray_output(name, runtime):
+    _skip_unsupported(name, runtime)
     expected = (EXAMPLES / "expected" / f"{name}.out").read_text()
-    assert adapter_stdout(EXAMPLES / f"{name}.py") == expected
+    assert adapter_stdout(EXAMPLES / f"{name}.py", runtime) == expected
 
 
 @pytest.mark.skipif(not REFERENCE, reason="RAY_REFERENCE_PYTHON (an interpreter with real Ray) is not set")

@@ -141,8 +141,39 @@ def doctor(args):
     if real is not None and real.origin and "ray_adapter" not in real.origin:
         print(f"  note: real Ray is installed too ({real.origin}); with RAY_BACKEND=yuanrong the "
               "adapter shadows it")
-    print(f"  backend for ray.init(): {core.select_backend(os.environ.get('RAY_ADDRESS'))}")
+    address = args.address or os.environ.get("RAY_ADDRESS") or None
+    backend = core.select_backend(address)
+    print(f"  backend for ray.init({'address=' + repr(address) if address else ''}): {backend}")
+    if backend == "yuanrong":
+        ok &= _doctor_yuanrong(address)
     return 0 if ok else 1
+
+
+def _doctor_yuanrong(address):
+    """Is the openYuanrong SDK importable, and (for a cluster) does the address answer?"""
+    from ray_adapter.core.yuanrong import backend as yrb
+
+    try:
+        yrb.load_yr()
+    except ImportError as exc:
+        print(f"  openYuanrong SDK: MISSING: {exc}")
+        return False
+    print("  openYuanrong SDK: installed")
+    if os.environ.get("RAY_ADAPTER_RUNTIME", "").lower() == "yr-local":
+        print("  mode: yr local mode (RAY_ADAPTER_RUNTIME=yr-local): no cluster needed")
+        return True
+    target = address or os.environ.get("YR_SERVER_ADDRESS", "")
+    for scheme in ("yr://", "http://", "https://"):
+        target = target[len(scheme):] if target.startswith(scheme) else target
+    print(f"  cluster {target!r}: connecting (an unreachable address takes yr about 6 s to fail)...")
+    ok, message, seconds = yrb.probe(target)
+    if ok:
+        print(f"  cluster {target!r}: reachable ({seconds:.1f} s)")
+        return True
+    print(f"  cluster {target!r}: NOT reachable after {seconds:.1f} s: {message}")
+    print("  hint: check YR_SERVER_ADDRESS / the address (host:port of the Yuanrong frontend), "
+          "YR_DS_ADDRESS, and YR_JWT_TOKEN / YR_CERT_FILE for secured clusters")
+    return False
 
 
 def main(argv=None):
@@ -162,6 +193,7 @@ def main(argv=None):
     p.set_defaults(func=run)
 
     p = sub.add_parser("doctor", help="check the hook installation and backend selection")
+    p.add_argument("--address", help="the address ray.init(address=...) would get")
     p.set_defaults(func=doctor)
 
     args = parser.parse_args(argv)

@@ -362,7 +362,12 @@ class EmbeddedBackend(RuntimeCore):
             with self._lock:
                 while item is not None:
                     release, target = item
-                    release(target)
+                    try:
+                        release(target)
+                    except Exception:  # never let one bad drop stop every later one
+                        import traceback
+
+                        traceback.print_exc()
                     try:
                         item = self._releases.get_nowait()
                     except queue.Empty:

@@ -60,9 +60,11 @@ class _Obj:
 
 
 class _Actor:
-    __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached")
+    __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
+                 "resources")
 
-    def __init__(self, actor_id, proxy, info, detached):
+    def __init__(self, actor_id, proxy, info, detached, resources=None):
+        self.resources = dict(resources or {})
         self.actor_id = actor_id
         self.proxy = proxy
         self.info = info
@@ -89,6 +91,7 @@ class YuanrongBackend(RuntimeCore):
         self._blobs = {}
         self._shell_creator = None
         self._started = False
+        self._held = {}  # local mode: resources held by live actors and running tasks
 
     # ================================================================== lifecycle
     def start(self, options):
@@ -331,7 +334,21 @@ class YuanrongBackend(RuntimeCore):
                 retry_on, options.max_retries if retry_on else 0, dep_indexes)
         opts = self.invoke_options(options.resources, retries=options.max_retries)
         ref = self._runner.options(opts).invoke(function_key, blob, meta, packed, *deps)
-        return self._returns(ref, task_id, options.num_returns)
+        return_ids = self._returns(ref, task_id, options.num_returns)
+        if self.local_mode and options.resources:
+            self._hold(options.resources)
+            ref.get_future().add_done_callback(lambda _f, r=dict(options.resources): self._release(r))
+        return return_ids
+
+    def _hold(self, resources, sign=1):
+        """Local mode keeps Ray's accounting of what live actors and running tasks hold, so
+        ``available_resources()`` answers as Ray's does (nothing is enforced: no scheduler)."""
+        with self._lock:
+            for k, v in resources.items():
+                self._held[k] = self._held.get(k, 0.0) + sign * float(v)
+
+    def _release(self, resources):
+        self._hold(resources, -1)
 
     def _returns(self, ref, task_id, num_returns, actor_id=None):
         count = num_returns or 1
@@ -389,8 +406,10 @@ class YuanrongBackend(RuntimeCore):
             runtime_env=options.runtime_env)
         proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
         info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
+        if self.local_mode:
+            self._hold(options.resources)
         with self._lock:
-            self._actors[actor_id] = _Actor(actor_id, proxy, info, options.detached)
+            self._actors[actor_id] = _Actor(actor_id, proxy, info, options.detached, options.resources)
             if options.name:
                 self._names[(namespace, options.name)] = actor_id
         return info
@@ -436,6 +455,8 @@ class YuanrongBackend(RuntimeCore):
     def _mark_dead(self, actor, death):
         actor.dead = True
         actor.death = death
+        if self.local_mode:
+            self._release(actor.resources)
         info = actor.info
         if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
             del self._names[(info.namespace, info.name)]
@@ -581,9 +602,13 @@ class YuanrongBackend(RuntimeCore):
         out = {}
         for node in self.nodes():
             for k, v in node["resources_available"].items():
-                if v > 0:
-                    out[k] = out.get(k, 0.0) + v
-        return out
+                out[k] = out.get(k, 0.0) + v
+        if self.local_mode:
+            with self._lock:
+                for k, v in self._held.items():
+                    if k in out:
+                        out[k] -= v
+        return {k: v for k, v in out.items() if v > 1e-9}  # nothing free: omitted, as in Ray
 
     def context(self):
         task_id, task_name, actor_id, actor_name, resources = shell.current_call.get()
