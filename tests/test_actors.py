@@ -186,7 +186,7 @@ def test_kill_makes_calls_fail_with_actor_died(ray):
             return os.getpid()
 
     a = A.remote()
-    pid = ray.get(a.pid.remote())
+    ray.get(a.pid.remote())
     ray.kill(a)
     with pytest.raises(ray.exceptions.ActorDiedError) as info:
         ray.get(a.pid.remote(), timeout=10)
@@ -374,3 +374,15 @@ def test_actor_pool(ray):
     assert not pool.has_next()
     with pytest.raises(StopIteration):
         pool.get_next()
+
+
+def test_actor_pool_ordered_after_unordered(ray):
+    @ray.remote
+    class Doubler:
+        def double(self, v):
+            return 2 * v
+
+    pool = ray.util.ActorPool([Doubler.remote(), Doubler.remote()])
+    assert sorted(pool.map_unordered(lambda a, v: a.double.remote(v), range(4))) == [0, 2, 4, 6]
+    pool.submit(lambda a, v: a.double.remote(v), 20)
+    assert pool.get_next() == 40

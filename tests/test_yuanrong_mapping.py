@@ -5,7 +5,6 @@ import pytest
 from ray_adapter import core
 from ray_adapter.core import InitOptions
 from ray_adapter.core.yuanrong.backend import FOREVER, YuanrongBackend
-from ray_adapter.ray._private import options as ray_options
 
 from yr_recorder import RecordingYr
 

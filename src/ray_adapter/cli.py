@@ -54,6 +54,10 @@ def report(args):
     lines.append(("TOTAL", str(total_counts["supported"]), str(total_counts["partial"]),
                   str(total_counts["gap"]), f"{pct:.0f}%"))
     _print_table(header, lines, md)
+    whole = [(name, e.status(backend), e.note) for name, e in sorted(matrix.submodule_entries().items())]
+    print(f"\n{'## ' if md else ''}Ray modules not provided ({len(whole)}): importing one raises "
+          "ModuleNotFoundError with the reason")
+    _print_table(("module", "status", "note"), whole, md)
     if args.verbose:
         for module, _, _, _, entries in _rows(backend):
             print(f"\n{'## ' if md else ''}{module}")
@@ -68,6 +72,11 @@ def _report_symbol(qualname):
     entry = matrix.lookup(module, name) or matrix.module_entry(qualname)
     if entry is None:
         print(f"{qualname}: not in the compat matrix (not a public symbol of Ray {RAY_API_VERSION})")
+        short = qualname.rpartition(".")[2]
+        matches = [e.qualname for mod in matrix.modules() for n, e in matrix.symbols(mod).items() if n == short]
+        matches += [m for m in matrix.submodule_entries() if m.rpartition(".")[2] == short]
+        if matches:
+            print("did you mean: " + ", ".join(sorted(matches)))
         return 1
     print(f"{entry.qualname} ({entry.kind})")
     for backend in matrix.BACKENDS:
@@ -108,15 +117,45 @@ def run(args):
         return 2
     env = dict(os.environ)
     env["RAY_BACKEND"] = "yuanrong"
+    import sysconfig
+
+    # ray_adapter and its dependencies stay importable even where site-packages is not on
+    # sys.path (python -S).
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    if os.path.basename(command[0]).startswith("python") and len(command) > 1 and not command[1].startswith("-"):
-        # python script.py args... -> bootstrap the hook, then run the script as __main__.
-        script, rest = command[1], command[2:]
-        command = [command[0], "-c",
-                   "import sys, runpy; import ray_adapter.auto; sys.argv = sys.argv[1:]; "
-                   "runpy.run_path(sys.argv[0], run_name='__main__')", script, *rest]
-    os.execvpe(command[0], command, env)
+    site_dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+        p for p in (package_root, *site_dirs, env.get("PYTHONPATH")) if p))
+    if os.path.basename(command[0]).startswith("python"):
+        command = _bootstrapped_python(command)
+    try:
+        os.execvpe(command[0], command, env)
+    except FileNotFoundError:
+        print(f"ray-adapter run: command not found: {command[0]}", file=sys.stderr)
+        return 127
+
+
+#: Interpreter options that take a value (``-W default``), up to the script / -m / -c.
+_PY_OPTS_WITH_VALUE = {"-W", "-X", "--check-hash-based-pycs"}
+_BOOT = "import sys, runpy; import ray_adapter.auto; "
+
+
+def _bootstrapped_python(command):
+    """``python [opts] script.py|-m mod|-c code args`` with the hook installed first, so it
+    works even where ``.pth`` files are not processed (``python -S``)."""
+    i = 1
+    while i < len(command) and command[i].startswith("-") and command[i] not in ("-m", "-c", "-"):
+        i += 2 if command[i] in _PY_OPTS_WITH_VALUE else 1
+    opts, rest = command[1:i], command[i:]
+    if not rest or rest[0] == "-":
+        return command  # interactive or stdin: nothing to wrap
+    if rest[0] == "-m" and len(rest) > 1:
+        boot = _BOOT + "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+        return [command[0], *opts, "-c", boot, *rest[1:]]
+    if rest[0] == "-c" and len(rest) > 1:
+        boot = _BOOT + "code = sys.argv[1]; sys.argv = ['-c', *sys.argv[2:]]; exec(compile(code, '<string>', 'exec'), {'__name__': '__main__'})"
+        return [command[0], *opts, "-c", boot, *rest[1:]]
+    boot = _BOOT + "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    return [command[0], *opts, "-c", boot, *rest]
 
 
 def doctor(args):
@@ -133,8 +172,8 @@ def doctor(args):
     print(f"ray-adapter {__version__} (Ray API {RAY_API_VERSION})")
     print(f"  hook file: {pth[0] if pth else 'NOT FOUND in site-packages (use `ray-adapter run` or `import ray_adapter.auto`)'}")
     ok &= bool(pth)
-    print(f"  RAY_BACKEND={os.environ.get('RAY_BACKEND', '')!r}: hook "
-          f"{'enabled' if _boot.enabled() else 'disabled (set RAY_BACKEND=yuanrong)'}")
+    print(f"  RAY_BACKEND={os.environ.get('RAY_BACKEND', '')!r}: `import ray` is served by "
+          f"{'ray-adapter' if _boot.enabled() else 'real Ray, if installed (set RAY_BACKEND=yuanrong to use ray-adapter)'}")
     print(f"  finder installed in this process: {hook.installed_finder() is not None}")
     with hook.disabled():
         real = importlib.util.find_spec("ray") if "ray" not in sys.modules else None
@@ -143,7 +182,9 @@ def doctor(args):
               "adapter shadows it")
     address = args.address or os.environ.get("RAY_ADDRESS") or None
     backend = core.select_backend(address)
-    print(f"  backend for ray.init({'address=' + repr(address) if address else ''}): {backend}")
+    print(f"  runtime backend for ray.init({'address=' + repr(address) if address else ''}): {backend}"
+          + ("  (the default single-machine runtime; a Yuanrong cluster address or "
+             "RAY_ADAPTER_RUNTIME=yr-local selects yuanrong)" if backend == "embedded" else ""))
     if backend == "yuanrong":
         ok &= _doctor_yuanrong(address)
     return 0 if ok else 1
@@ -177,6 +218,9 @@ def _doctor_yuanrong(address):
 
 
 def main(argv=None):
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `ray-adapter report | head` ends quietly
     parser = argparse.ArgumentParser(prog="ray-adapter", description="Run Ray programs on Yuanrong.")
     parser.add_argument("--version", action="version", version=f"ray-adapter {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)

@@ -30,7 +30,9 @@ def _message(qualname, entry, what):
     if entry is None:
         reason = f"{what} is not part of the Ray {_ray_version()} API that ray-adapter mirrors"
         return f"{qualname}: {reason}; see {matrix.matrix_ref(qualname)}."
-    note = entry.note or "not implemented by ray-adapter yet"
+    note = (entry.note or "not implemented by ray-adapter yet").rstrip()
+    if not note.endswith("."):
+        note += "."
     return f"{qualname} is not supported by ray-adapter ({entry.embedded}): {note} See {matrix.matrix_ref(qualname)}."
 
 

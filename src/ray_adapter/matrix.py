@@ -63,7 +63,8 @@ def modules():
                         spec.get("note", ""))
             for name, spec in data.get("symbols", {}).items()
         }
-        out[module] = {"module_status": data.get("module_status", "supported"), "symbols": symbols}
+        out[module] = {"module_status": data.get("module_status", "supported"), "symbols": symbols,
+                       "note": data.get("note", "")}
     return dict(sorted(out.items()))
 
 
@@ -93,7 +94,7 @@ def module_entry(module):
         return submodule_entries()[module]
     if module in modules():
         status = modules()[module]["module_status"]
-        return Entry(module, "", "module", status, status, "")
+        return Entry(module, "", "module", status, status, modules()[module]["note"])
     return None
 
 

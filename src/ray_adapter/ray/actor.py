@@ -106,6 +106,10 @@ class ActorClass:
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
         try:
             info = core.create_actor(cls, self._key, core_args, core_kwargs, opts)
+        except core_errors.ActorNameTaken as err:
+            from ray_adapter.ray._private.errors import name_taken_error
+
+            raise name_taken_error(err.name, self._default_options.get("namespace")) from None
         except core_errors.CoreError as err:
             _raise_core(err)
         return ActorHandle._from_info(info)

@@ -1,5 +1,4 @@
 """``ray.runtime_context``: :class:`RuntimeContext` and :func:`get_runtime_context`."""
-from ray_adapter import core as _core
 from ray_adapter import gaps
 from ray_adapter.ray._raylet import ActorID, JobID, NodeID, TaskID
 

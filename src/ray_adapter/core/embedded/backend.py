@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 import uuid
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 from ray_adapter.core import errors, ids, serialization
@@ -525,10 +524,10 @@ class EmbeddedBackend(RuntimeCore):
         if not self.node.feasible(task.units):
             self._warn_infeasible(task.name, task.options.resources)
         shape = tuple(sorted(task.units.items()))
-        queue = self._ready.get(shape)
-        if queue is None:
-            queue = self._ready[shape] = collections.deque()
-        queue.append(task)
+        runnable = self._ready.get(shape)
+        if runnable is None:
+            runnable = self._ready[shape] = collections.deque()
+        runnable.append(task)
         task.state = "QUEUED"
         self._dispatch()
 
@@ -537,26 +536,26 @@ class EmbeddedBackend(RuntimeCore):
         if key in self._warned_infeasible:
             return
         self._warned_infeasible.add(key)
-        warnings.warn(
-            f"Task or actor {name!r} requests {dict(request)}, which no node can satisfy (cluster "
-            f"resources: {self.node.total_dict()}); it stays pending until such resources exist.",
-            RuntimeWarning, stacklevel=2)
+        sys.stderr.write(
+            f"ray-adapter: warning: the task or actor {name!r} requests {dict(request)}, which no "
+            f"node can satisfy (cluster resources: {self.node.total_dict()}); it stays pending "
+            "until such resources exist, as in Ray.\n")
 
     def _dispatch(self):
         """Start every queued task whose resources are free (called with the lock held)."""
         if not self._started:
             return
-        for shape, queue in list(self._ready.items()):
-            while queue:
-                task = queue[0]
+        for shape, runnable in list(self._ready.items()):
+            while runnable:
+                task = runnable[0]
                 if task.state != "QUEUED":
-                    queue.popleft()
+                    runnable.popleft()
                     continue
                 if not self.node.fits(task.units):
                     break
-                queue.popleft()
+                runnable.popleft()
                 self._start_task(task)
-            if not queue:
+            if not runnable:
                 del self._ready[shape]
 
     def _start_task(self, task):

@@ -21,9 +21,10 @@ import threading
 import traceback
 
 from ray_adapter.core import errors, serialization
+from ray_adapter.core.execution import NODE_IP, apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.embedded import wire
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
+from ray_adapter.core.interface import ArgRef, RuntimeCore
 
 # (task_id, task_name, actor_id) of the call running in this thread / coroutine.
 _current_call = contextvars.ContextVar("ray_adapter_current_call", default=(None, "", None))
@@ -172,7 +173,7 @@ class WorkerCore(RuntimeCore):
             "was_restarted": w.restart_count > 0,
             "actor_handle_meta": w.actor_handle_meta,
             "runtime_env": w.runtime_env,
-            "node_ip_address": _node_ip(),
+            "node_ip_address": NODE_IP,
         }
 
 
@@ -328,7 +329,7 @@ class Worker:
         (_, task_id, key, blob, packed_args, deps, num_returns, name, env_vars,
          resources, gpu_ids) = message
         self.assigned_resources, self.gpu_ids = resources, gpu_ids
-        saved_env = _apply_env(env_vars)
+        saved_env = apply_env(env_vars)
         token = _current_call.set((task_id, name, None))
         self.running_task = task_id
         try:
@@ -342,14 +343,14 @@ class Worker:
             reply = _pack_results(result, num_returns)
         except _Cancelled as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
-            failure = _task_failure(exc, name, None)
+            failure = task_failure(exc, name, None)
             failure.cause = errors.TaskCancelled(task_id)
             reply = _pack_error(failure, name, num_returns)
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
-            reply = _pack_error(_task_failure(exc, name, None), name, num_returns)
+            reply = _pack_error(task_failure(exc, name, None), name, num_returns)
         finally:
             _current_call.reset(token)
-            _restore_env(saved_env)
+            restore_env(saved_env)
         self.send_done(task_id, reply)
 
     def send_done(self, task_id, reply):
@@ -365,14 +366,14 @@ class Worker:
         self.runtime_env = opts.get("runtime_env")
         self.restart_count = opts.get("restart_count", 0)
         self.assigned_resources, self.gpu_ids = opts.get("resources", {}), opts.get("gpu_ids", [])
-        _apply_env(opts.get("env_vars"))
+        apply_env(opts.get("env_vars"))
         token = _current_call.set((None, opts["class_name"] + ".__init__", actor_id))
         try:
             cls = self.load_function(key, blob)
             args, kwargs = self.resolve_args(packed_args, deps, buffers)
             self.actor_instance = cls(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001
-            _, results, bufs = _pack_error(_task_failure(exc, opts["class_name"] + ".__init__", None), "", 1)
+            _, results, bufs = _pack_error(task_failure(exc, opts["class_name"] + ".__init__", None), "", 1)
             self.channel.send(("actor_failed", actor_id, results[0]), bufs)
             return
         finally:
@@ -403,11 +404,11 @@ class Worker:
 
             pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ray-adapter-actor")
 
-            def run(message, buffers):
+            def run_when_ready(message, buffers):
                 self.actor_ready.wait()
                 self.run_actor_call(message, buffers)
 
-            return lambda message, buffers: pool.submit(run, message, buffers)
+            return lambda message, buffers: pool.submit(run_when_ready, message, buffers)
         return None  # ordered execution in the main thread (the reader queues the calls)
 
     def _call_target(self, message, buffers):
@@ -430,19 +431,11 @@ class Worker:
                 self.running_task = None
                 self.cancel_requested = None
             reply = _pack_results(result, num_returns)
-        except _Cancelled:
-            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
-        except SystemExit:
-            if not self.exit_actor_after_call:
-                raise
-            reply = _pack_results(None, num_returns)
-        except BaseException as exc:  # noqa: BLE001
-            reply = _pack_error(_task_failure(exc, name, self.actor_class_name), name, num_returns)
+        except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
+            reply = self._failed_call_reply(exc, task_id, name, num_returns)
         finally:
             _current_call.reset(token)
-        self.send_done(task_id, reply)
-        if self.exit_actor_after_call:
-            self.exit_actor()
+        self._finish_call(task_id, reply)
 
     async def run_actor_call_async(self, message, buffers):
         task_id, name, num_returns = message[1], message[7], message[6]
@@ -453,16 +446,24 @@ class Worker:
             if inspect.isawaitable(result):
                 result = await result
             reply = _pack_results(result, num_returns)
-        except asyncio.CancelledError:
-            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
-        except SystemExit:
-            if not self.exit_actor_after_call:
-                raise
-            reply = _pack_results(None, num_returns)
-        except BaseException as exc:  # noqa: BLE001
-            reply = _pack_error(_task_failure(exc, name, self.actor_class_name), name, num_returns)
+        except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
+            reply = self._failed_call_reply(exc, task_id, name, num_returns)
         finally:
             _current_call.reset(token)
+        self._finish_call(task_id, reply)
+
+    def _failed_call_reply(self, exc, task_id, name, num_returns):
+        """The reply for a method that raised ``exc`` (re-raised: a ``sys.exit`` that did not
+        come from ``exit_actor``, which ends the actor process)."""
+        if isinstance(exc, (_Cancelled, asyncio.CancelledError)):
+            return _pack_error(errors.TaskCancelled(task_id), name, num_returns)
+        if isinstance(exc, SystemExit):
+            if not self.exit_actor_after_call:
+                raise exc
+            return _pack_results(None, num_returns)
+        return _pack_error(task_failure(exc, name, self.actor_class_name), name, num_returns)
+
+    def _finish_call(self, task_id, reply):
         self.send_done(task_id, reply)
         if self.exit_actor_after_call:
             self.exit_actor()
@@ -480,19 +481,7 @@ async def _await(awaitable):
 
 def _pack_results(result, num_returns):
     buffers = []
-    if num_returns == 1:
-        values = (result,)
-    else:
-        try:
-            values = tuple(result)
-        except TypeError:
-            values = None
-        if values is None or len(values) != num_returns:
-            raise ValueError(
-                f"Task returned {len(values) if values is not None else 'a non-sequence'} objects, "
-                f"but num_returns={num_returns}."
-            )
-    packed = [wire.pack(serialization.dumps(v), buffers) for v in values]
+    packed = [wire.pack(serialization.dumps(v), buffers) for v in split_returns(result, num_returns)]
     return ("ok", packed, buffers)
 
 
@@ -508,34 +497,6 @@ def _pack_error(core_error, name, num_returns):
         ser = serialization.dumps(core_error)
     packed = wire.pack(ser, buffers)
     return ("err", [packed] * max(num_returns, 1), buffers)
-
-
-def _task_failure(exc, name, actor_class_name):
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None))
-    return errors.TaskFailed(exc, tb, name, os.getpid(), _node_ip(),
-                             actor_repr=actor_class_name, cause_repr=repr(exc))
-
-
-def _node_ip():
-    return "127.0.0.1"
-
-
-def _apply_env(env_vars):
-    if not env_vars:
-        return None
-    saved = {k: os.environ.get(k) for k in env_vars}
-    os.environ.update({k: str(v) for k, v in env_vars.items()})
-    return saved
-
-
-def _restore_env(saved):
-    if not saved:
-        return
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def _flush_std():

@@ -496,6 +496,15 @@ class YuanrongBackend(RuntimeCore):
             threading.Thread(target=self._end_out_of_scope, args=(actor,), daemon=True).start()
 
     def _end_out_of_scope(self, actor):
+        """End an actor nobody can call any more, after the calls it already has (as Ray)."""
+        with self._lock:
+            if actor.dead or actor.handles > 0:
+                return
+            pending = [self._future(o) for o in list(self._objects.values())
+                       if o.actor_id == actor.actor_id and o.ref is not None]
+            pending = [f for f in pending if not f.done()]
+        if pending:
+            concurrent.futures.wait(pending)
         with self._lock:
             if actor.dead or actor.handles > 0:
                 return

@@ -8,11 +8,10 @@ reports them.
 import asyncio
 import contextvars
 import inspect
-import os
 import threading
-import traceback
 
 from ray_adapter.core import errors, serialization
+from ray_adapter.core.execution import apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
 
 # (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
@@ -32,12 +31,6 @@ class Box:
 
     def __reduce__(self):
         return Box, (self.ok, self.value)
-
-
-def failure(exc, name, actor_repr=None):
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None))
-    return errors.TaskFailed(exc, tb, name, os.getpid(), "127.0.0.1", actor_repr=actor_repr,
-                             cause_repr=repr(exc))
 
 
 def load_args(packed_args, dep_indexes, deps):
@@ -89,10 +82,7 @@ def result_box(result, num_returns):
     """A successful call's Box, split into ``num_returns`` packed values when more than one."""
     if num_returns == 1:
         return Box(True, pack(result))
-    values = tuple(result) if not isinstance(result, tuple) else result
-    if len(values) != num_returns:
-        raise ValueError(f"Task returned {len(values)} objects, but num_returns={num_returns}.")
-    return Box(True, [pack(v) for v in values])
+    return Box(True, [pack(v) for v in split_returns(result, num_returns)])
 
 
 def run_task(function, meta, packed_args, deps):
@@ -103,7 +93,7 @@ def run_task(function, meta, packed_args, deps):
     if failed is not None:
         return failed
     token = current_call.set((task_id, name, None, None, resources))
-    saved = _apply_env(env_vars)
+    saved = apply_env(env_vars)
     try:
         while True:
             try:
@@ -112,9 +102,9 @@ def run_task(function, meta, packed_args, deps):
                 if retries != 0 and _should_retry(exc, retry_on):
                     retries -= 1
                     continue
-                return Box(False, failure(exc, name))
+                return Box(False, task_failure(exc, name))
     finally:
-        _restore_env(saved)
+        restore_env(saved)
         current_call.reset(token)
 
 
@@ -153,7 +143,7 @@ class ActorShell:
         self.instance = None
         self.loop = None
         self.exited = False
-        _apply_env(env_vars)
+        apply_env(env_vars)
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
         token = current_call.set((None, f"{class_name}.__init__", actor_id, name, resources))
         try:
@@ -162,7 +152,7 @@ class ActorShell:
             else:
                 self.instance = cls(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001
-            self.init_error = failure(exc, f"{class_name}.__init__")
+            self.init_error = task_failure(exc, f"{class_name}.__init__")
         finally:
             current_call.reset(token)
         if is_async and self.init_error is None:
@@ -200,7 +190,7 @@ class ActorShell:
                 raise
             return result_box(None, num_returns)
         except BaseException as exc:  # noqa: BLE001
-            return Box(False, failure(exc, name, self.class_name))
+            return Box(False, task_failure(exc, name, self.class_name))
         finally:
             current_shell.reset(shell_token)
             current_call.reset(token)
@@ -214,19 +204,3 @@ async def _in_context(ctx, awaitable):
     for var, value in ctx.items():
         var.set(value)
     return await awaitable
-
-
-def _apply_env(env_vars):
-    if not env_vars:
-        return None
-    saved = {k: os.environ.get(k) for k in env_vars}
-    os.environ.update({k: str(v) for k, v in env_vars.items()})
-    return saved
-
-
-def _restore_env(saved):
-    for k, v in (saved or {}).items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v

@@ -23,6 +23,13 @@ def _task_error(err):
     return exc.as_instanceof_cause()
 
 
+def name_taken_error(name, namespace_option):
+    """Ray's message quotes the ``namespace`` option as given (None when defaulted)."""
+    return ActorAlreadyExistsError(
+        f"The name {name} (namespace={namespace_option}) is already taken. Please use a different "
+        f"name or get the existing actor using ray.get_actor('{name}', namespace='{namespace_option}')")
+
+
 def from_core_error(err):
     """The Ray exception for a :class:`ray_adapter.core.errors.CoreError`."""
     if isinstance(err, core_errors.TaskFailed):
@@ -41,9 +48,7 @@ def from_core_error(err):
         exc.actor_id = err.actor_id.hex() if isinstance(err.actor_id, bytes) else err.actor_id
         return exc
     if isinstance(err, core_errors.ActorNameTaken):
-        return ActorAlreadyExistsError(
-            f"The name {err.name} (namespace={err.namespace}) is already taken. Please use a "
-            "different name or get the existing actor using ray.get_actor(...)")
+        return name_taken_error(err.name, err.namespace)
     if isinstance(err, core_errors.ActorNotFound):
         return ValueError(f"Failed to look up actor with name '{err.name}'. This could because "
                           "1. You are trying to look up a named actor you didn't create. 2. The "

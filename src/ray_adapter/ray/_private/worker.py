@@ -317,7 +317,7 @@ def get_actor(name, namespace=None):
     core = _ensure_core()
     try:
         info = core.get_named_actor(name, namespace)
-    except core_errors.ActorNotFound as err:
+    except core_errors.ActorNotFound:
         raise ValueError(
             f"Failed to look up actor with name '{name}'. This could because 1. You are trying to "
             "look up a named actor you didn't create. 2. The named actor died. 3. You did not use "

@@ -88,6 +88,8 @@ class ActorPool:
         ref = ready[0]
         index, actor = self._ref_to_actor.pop(ref)
         self._index_to_ref.pop(index, None)
+        # Ordered results resume after the newest one taken unordered.
+        self._next_return = max(self._next_return, index + 1)
         self._release(actor)
         return ray.get(ref)
 
