@@ -527,3 +527,26 @@ def test_max_calls_recycles_the_worker(ray):
 
     pids = [ray.get(pid.remote()) for _ in range(3)]
     assert len(set(pids)) == 3  # each call ran in a fresh worker
+
+
+@pytest.mark.embedded_only("shared-memory transport is the embedded runtime's")
+def test_large_objects_travel_through_shared_memory(ray):
+    import glob
+
+    before = set(glob.glob("/dev/shm/*"))
+    arr = np.arange(2_000_000, dtype=np.float64)  # 16 MB: above the shared-memory threshold
+
+    @ray.remote
+    def same(a):
+        return a
+
+    @ray.remote
+    def total(a):
+        return float(a.sum()), a.flags.writeable
+
+    back = ray.get(same.remote(arr))
+    assert np.array_equal(back, arr) and not back.flags.writeable
+    assert ray.get(total.remote(ray.put(arr))) == (float(arr.sum()), False)
+    refs = [ray.put(arr) for _ in range(20)]  # 320 MB held at once
+    assert all(np.array_equal(ray.get(r), arr) for r in refs[::7])
+    assert set(glob.glob("/dev/shm/*")) == before  # memfds are anonymous: nothing named is left

@@ -1,8 +1,8 @@
 """Value serialization for the runtime core: cloudpickle, pickle protocol 5.
 
-Large contiguous buffers (numpy arrays, torch CPU tensors, bytearrays) travel out of band as
-separate buffers, so the object store can keep them without a copy and readers get read-only
-views over them, as Ray's object store does.
+Contiguous buffers (numpy arrays, torch CPU tensors, bytearrays) travel out of band as separate
+buffers, so readers get read-only views over them, as from Ray's object store; large ones are
+copied once into shared memory (:mod:`.shm`) and never again on their way between processes.
 """
 import collections
 import io
@@ -10,6 +10,8 @@ import pickle
 import types
 
 import cloudpickle
+
+from ray_adapter.core import shm
 
 #: Buffers at least this large (bytes) are kept out of band. Zero: every array buffer is, so
 #: every array read back from the store is read-only, as in Ray.
@@ -19,7 +21,7 @@ OUT_OF_BAND_MIN_BYTES = 0
 class Serialized:
     """A serialized value: ``data`` (pickle bytes) and out-of-band ``buffers``.
 
-    ``buffers`` are bytes-like objects; ``nbytes`` is the total payload size in bytes.
+    ``buffers`` are bytes or :class:`shm.ShmBuffer`; ``nbytes`` is the payload size in bytes.
     """
 
     __slots__ = ("data", "buffers")
@@ -30,11 +32,11 @@ class Serialized:
 
     @property
     def nbytes(self):
-        return len(self.data) + sum(memoryview(b).nbytes for b in self.buffers)
+        return len(self.data) + sum(memoryview(shm.as_buffer(b)).nbytes for b in self.buffers)
 
     def __reduce_ex__(self, protocol):
         # Nested in another pickle (a reply carrying objects), the buffers stay out of band.
-        return Serialized, (self.data, [pickle.PickleBuffer(b) for b in self.buffers])
+        return Serialized, (self.data, [pickle.PickleBuffer(shm.as_buffer(b)) for b in self.buffers])
 
 
 def _code_reduce_keeping_filename(code):
@@ -66,7 +68,10 @@ def dumps(value):
         if raw.nbytes < OUT_OF_BAND_MIN_BYTES:
             return True
         # Copy now: the caller may mutate its array right after ``put`` returns.
-        buffers.append(bytes(raw))
+        if raw.nbytes >= shm.MIN_BYTES and shm.AVAILABLE:
+            buffers.append(shm.shared_source(raw) or shm.ShmBuffer.copy_of(raw))
+        else:
+            buffers.append(bytes(raw))
         return False
 
     data = _cloudpickle_dumps(value, keep_in_band)
@@ -76,7 +81,7 @@ def dumps(value):
 def loads(serialized):
     """Deserialize a :class:`Serialized`; out-of-band arrays come back as read-only views."""
     if serialized.buffers:
-        return pickle.loads(serialized.data, buffers=serialized.buffers)
+        return pickle.loads(serialized.data, buffers=[shm.as_buffer(b) for b in serialized.buffers])
     return pickle.loads(serialized.data)
 
 

@@ -22,7 +22,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core import errors, ids, serialization, shm
 from ray_adapter.core.embedded import wire
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.resources import NodeResources, detect_accelerators
@@ -184,6 +184,7 @@ class EmbeddedBackend(RuntimeCore):
         self.job_runtime_env = dict(options.runtime_env or {})
         self.job_env_vars = dict(self.job_runtime_env.get("env_vars") or {})
         self._worker_pythonpath = _driver_code_path()
+        shm.raise_fd_limit()
         self._requests = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ray-adapter-req")
         self._started = True
         self.start_time = time.time()

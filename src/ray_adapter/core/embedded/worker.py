@@ -20,7 +20,7 @@ import sys
 import threading
 import traceback
 
-from ray_adapter.core import errors, serialization
+from ray_adapter.core import errors, serialization, shm
 from ray_adapter.core.execution import NODE_IP, apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.embedded import wire
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
@@ -517,6 +517,7 @@ def main(argv=None):
     from ray_adapter.core import set_current
 
     hook.install()
+    shm.raise_fd_limit()
     worker = Worker(fd)
     set_current(worker.core)
     import ray  # noqa: F401  - warm the proxy so the first task does not pay for it
