@@ -88,6 +88,7 @@ class YuanrongBackend(RuntimeCore):
         self._actors = {}
         self._names = {}
         self._runner = None
+        self._runners = {}  # (resources, retries) -> the runner with those InvokeOptions
         self._blobs = {}
         self._shell_creator = None
         self._started = False
@@ -332,8 +333,12 @@ class YuanrongBackend(RuntimeCore):
         retry_on = options.retry_exceptions
         meta = (task_id, options.name, options.num_returns or 1, env, dict(options.resources),
                 retry_on, options.max_retries if retry_on else 0, dep_indexes)
-        opts = self.invoke_options(options.resources, retries=options.max_retries)
-        ref = self._runner.options(opts).invoke(function_key, blob, meta, packed, *deps)
+        shape = (tuple(sorted(options.resources.items())), options.max_retries)
+        runner = self._runners.get(shape)
+        if runner is None:  # InvokeOptions and yr's options() are built once per shape
+            opts = self.invoke_options(options.resources, retries=options.max_retries)
+            runner = self._runners[shape] = self._runner.options(opts)
+        ref = runner.invoke(function_key, blob, meta, packed, *deps)
         return_ids = self._returns(ref, task_id, options.num_returns)
         if self.local_mode and options.resources:
             self._hold(options.resources)
