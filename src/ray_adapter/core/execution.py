@@ -2,11 +2,19 @@
 Yuanrong task runner and actor shell): per-call environment variables, the failure record of a
 raised exception, and the split of a multi-value return."""
 import os
+import threading
 import traceback
 
 from ray_adapter.core import errors
 
 NODE_IP = "127.0.0.1"
+
+
+def wait_seconds(timeout):
+    """A timeout threading accepts: Ray allows any finite value (1e10) and inf for "no limit"."""
+    if timeout is None or timeout != timeout:  # None, or NaN
+        return None
+    return None if timeout >= threading.TIMEOUT_MAX else timeout
 
 
 def apply_env(env_vars):

@@ -8,7 +8,7 @@ from ray_adapter.core import TaskOptions
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._raylet import ActorID
-from ray_adapter.ray.remote_function import _to_core_args, _wrap_returns
+from ray_adapter.ray.remote_function import _check_call, _to_core_args, _wrap_returns
 
 _METHOD_OPTIONS_ATTR = "__ray_method_options__"
 _METHOD_OPTION_NAMES = {"num_returns", "concurrency_group", "max_task_retries", "retry_exceptions",
@@ -76,6 +76,7 @@ class ActorClass:
         self._default_options = dict(options or {})
         _options.check("actor", self._default_options)
         self._key = _key or os.urandom(16)
+        self._signature = None
         self._methods = _method_table(cls)
         self._is_async = _options.is_async_class(cls)
         self.__ray_metadata__ = _ActorMetadata(cls, cls.__name__, self._methods)
@@ -99,8 +100,9 @@ class ActorClass:
         ``ActorAlreadyExistsError`` here (unless ``get_if_exists=True``)."""
         from ray_adapter.ray._private.worker import _ensure_core, _raise_core
 
-        core = _ensure_core()
         cls = self.__ray_actor_class__
+        _check_call(self, cls, args, kwargs)
+        core = _ensure_core()
         meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods}
         opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
@@ -136,11 +138,11 @@ class ActorMethod:
     """One method of an actor handle (mirrors ``ray.actor.ActorMethod``):
     ``handle.m.remote(...)`` returns an ObjectRef (a list of refs for ``num_returns > 1``)."""
 
-    def __init__(self, handle, method_name, options):
+    def __init__(self, handle, method_name, options, own_options=False):
         self._handle = handle
         self._method_name = method_name
         self._options = options
-        self._core_options = None
+        self._own_options = own_options  # from .options(): not the handle's shared cache
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"Actor methods cannot be called directly. Instead of running "
@@ -158,18 +160,21 @@ class ActorMethod:
                                         "Streaming generators are not implemented yet.")
         merged = dict(self._options)
         merged.update(call_options)
-        return ActorMethod(self._handle, self._method_name, merged)
+        return ActorMethod(self._handle, self._method_name, merged, own_options=True)
 
     def remote(self, *args, **kwargs):
         from ray_adapter.ray._private.worker import _ensure_core, _raise_core
 
         core = _ensure_core()
-        opts = self._core_options
+        cache = None if self._own_options else self._handle._ray_method_options
+        opts = cache.get(self._method_name) if cache is not None else None
         if opts is None:
             num_returns = self._options.get("num_returns")
-            opts = self._core_options = TaskOptions(
+            opts = TaskOptions(
                 name=self._options.get("name") or f"{self._handle._ray_class_name}.{self._method_name}",
                 num_returns=1 if num_returns is None else num_returns)
+            if cache is not None:
+                cache[self._method_name] = opts
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
         try:
             ids = core.submit_actor_task(self._handle._ray_actor_id, self._method_name, core_args,
@@ -194,7 +199,9 @@ class ActorHandle:
         self._ray_actor_id = actor_id
         self._ray_meta = meta
         self._ray_class_name = meta["class_name"]
-        self._ray_method_cache = {}
+        # Core options per method name; not ActorMethod objects, which point back at the handle
+        # (a cycle would keep the actor alive after `del handle` until a GC pass).
+        self._ray_method_options = {}
         if _core.is_started():
             # Ray ends a non-detached actor once no handle to it is left.
             core = _core.current()
@@ -215,10 +222,7 @@ class ActorHandle:
         methods = self._ray_meta["methods"]
         if name not in methods:
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
-        cached = self._ray_method_cache.get(name)
-        if cached is None:
-            cached = self._ray_method_cache[name] = ActorMethod(self, name, methods[name])
-        return cached
+        return ActorMethod(self, name, methods[name])
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._ray_meta["methods"]))

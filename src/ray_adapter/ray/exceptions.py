@@ -83,8 +83,10 @@ class RayTaskError(RayError):
 
     def __str__(self):
         where = f"pid={self.pid}, ip={self.ip}"
+        if self.actor_id:
+            where += f", actor_id={self.actor_id}"
         if self.actor_repr:
-            where += f", actor_id={self.actor_id}, repr={self.actor_repr}"
+            where += f", repr={self.actor_repr}"
         body = (self.traceback_str or "").rstrip("\n")
         lines = body.split("\n")
         if lines and lines[0].startswith("Traceback"):

@@ -19,6 +19,22 @@ def _to_core_args(args, kwargs):
     return args, kwargs
 
 
+def _check_call(owner, target, args, kwargs):
+    """Bind the arguments to ``target``'s signature, so a wrong call raises TypeError at
+    ``.remote()`` as in Ray, not later in the worker. ``owner._signature`` caches it."""
+    sig = owner._signature
+    if sig is None:
+        import inspect
+
+        try:
+            sig = inspect.signature(target)
+        except (TypeError, ValueError):  # builtins and some C callables have none
+            sig = False
+        owner._signature = sig
+    if sig is not False:
+        sig.bind(*args, **kwargs)
+
+
 def _wrap_returns(ids, num_returns, core):
     if num_returns == 0:
         return None
@@ -43,6 +59,7 @@ class RemoteFunction:
         _options.check("task", self._default_options)
         self._key = _key or os.urandom(16)
         self._core_options = None
+        self._signature = None
         functools.update_wrapper(self, function, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -53,6 +70,7 @@ class RemoteFunction:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_core_options"] = None
+        state["_signature"] = None
         return state
 
     def options(self, **task_options):
@@ -65,6 +83,7 @@ class RemoteFunction:
         """Submit the task; returns its ObjectRef(s)."""
         from ray_adapter.ray._private.worker import _ensure_core, _raise_core
 
+        _check_call(self, self._function, args, kwargs)
         core = _ensure_core()
         opts = self._core_options
         if opts is None:

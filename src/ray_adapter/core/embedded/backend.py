@@ -20,10 +20,10 @@ import sys
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 from ray_adapter.core import errors, ids, serialization, shm
 from ray_adapter.core.embedded import wire
+from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.resources import NodeResources, detect_accelerators
 from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
@@ -152,12 +152,13 @@ class EmbeddedBackend(RuntimeCore):
         self._idle = []
         self._started = False
         self._warned_infeasible = set()
-        self._requests = None
         self._actor_queue = collections.deque()  # actors waiting for resources
         # Reference drops arrive from __del__ and weakref callbacks, which can run inside any
         # thread at any allocation, even one holding self._lock: they only enqueue here
         # (SimpleQueue.put is reentrant) and a dedicated thread applies them under the lock.
         self._releases = queue.SimpleQueue()
+        self._wakeups = collections.deque()  # waiters of sealed objects still to run (lock held)
+        self._waking = False
 
     # ================================================================== lifecycle
     def start(self, options):
@@ -185,7 +186,6 @@ class EmbeddedBackend(RuntimeCore):
         self.job_env_vars = dict(self.job_runtime_env.get("env_vars") or {})
         self._worker_pythonpath = _driver_code_path()
         shm.raise_fd_limit()
-        self._requests = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ray-adapter-req")
         self._started = True
         self.start_time = time.time()
         atexit.register(self.shutdown)
@@ -225,10 +225,14 @@ class EmbeddedBackend(RuntimeCore):
             except subprocess.TimeoutExpired:
                 w.proc.kill()
                 w.proc.wait()
+            self._kill_process_group(w)
             w.channel.close()
-        if self._requests is not None:
-            self._requests.shutdown(wait=False, cancel_futures=True)
         with self._lock:
+            # Wake every get/wait still blocked (in any thread): they raise NotInitialized.
+            for obj in self._objects.values():
+                for waiter in obj.waiters or ():
+                    if isinstance(waiter, _Latch):
+                        waiter.event.set()
             self._objects.clear()
             self._tasks.clear()
             self._ready.clear()
@@ -243,11 +247,16 @@ class EmbeddedBackend(RuntimeCore):
         env["PYTHONPATH"] = self._worker_pythonpath
         env.update(self.job_env_vars)
         out = None if self.log_to_driver else subprocess.DEVNULL
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
-            pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            start_new_session=True, close_fds=True)
-        child.close()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
+                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=out, start_new_session=True, close_fds=True)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
         worker = _WorkerProc(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE))
         worker.channel.send(("init", self.job_id, self.node_id, worker.worker_id, self.namespace,
                              self.log_to_driver))
@@ -283,24 +292,56 @@ class EmbeddedBackend(RuntimeCore):
         try:
             while True:
                 message, buffers = channel.recv()
-                kind = message[0]
-                if kind == "done":
-                    self._on_done(worker, message, buffers)
-                elif kind == "req":
-                    self._on_request(worker, message, buffers)
-                elif kind == "actor_ready":
-                    self._on_actor_ready(worker, message[1])
-                elif kind == "actor_failed":
-                    self._on_actor_failed(worker, message[1], wire.unpack(message[2], buffers))
-                elif kind == "actor_exit":
-                    worker.exit_intended = True
+                try:
+                    self._on_message(worker, message, buffers)
+                except Exception:  # a bug here must not leave the worker unread forever
+                    import traceback
+
+                    sys.stderr.write("ray-adapter: internal error handling a worker message; "
+                                     "the worker is stopped:\n" + traceback.format_exc())
+                    self._kill_process_group(worker)
+                    break
+                del message, buffers  # do not keep the last payload alive until the next one
         except ChannelClosed:
             pass
+        except OSError as exc:  # e.g. no descriptor left to map a shared buffer
+            sys.stderr.write(f"ray-adapter: lost the connection to worker {worker.pid}: {exc}\n")
+            self._kill_process_group(worker)
         try:
             worker.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             worker.proc.kill()
+            worker.proc.wait()
+        self._kill_process_group(worker)  # what the task started dies with the worker, as in Ray
         self._on_worker_exit(worker)
+
+    def _on_message(self, worker, message, buffers):
+        kind = message[0]
+        if kind == "done":
+            self._on_done(worker, message, buffers)
+        elif kind == "req":
+            self._on_request(worker, message, buffers)
+        elif kind == "actor_ready":
+            self._on_actor_ready(worker, message[1])
+        elif kind == "actor_failed":
+            self._on_actor_failed(worker, message[1], wire.unpack(message[2], buffers))
+        elif kind == "actor_exit":
+            worker.exit_intended = True
+        elif kind == "decref":
+            with self._lock:
+                for oid in message[1]:
+                    self._drop_object_ref(oid)
+        elif kind == "pin":
+            with self._lock:
+                for oid in message[1]:
+                    self.object_escaped(oid)
+
+    @staticmethod
+    def _kill_process_group(worker):
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)  # workers lead their own group (new session)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     # ================================================================== objects
     def _new_object(self, oid, task=None):
@@ -315,9 +356,21 @@ class EmbeddedBackend(RuntimeCore):
         obj.task = None
         waiters, obj.waiters = obj.waiters, None
         if waiters:
-            for w in waiters:
-                w()
+            self._wakeups.extend(waiters)
         self._free_if_unused(oid, obj)
+        self._run_wakeups()
+
+    def _run_wakeups(self):
+        """Run waiters of sealed objects iteratively: a failure at the root of a long chain of
+        dependent tasks fails each one in turn without deepening the stack."""
+        if self._waking:
+            return
+        self._waking = True
+        try:
+            while self._wakeups:
+                self._wakeups.popleft()()
+        finally:
+            self._waking = False
 
     def _free_if_unused(self, oid, obj):
         """Drop a sealed object nobody references any more (lock held)."""
@@ -406,7 +459,9 @@ class EmbeddedBackend(RuntimeCore):
                 if obj.waiters is None:
                     obj.waiters = []
                 obj.waiters.append(latch)
-        if latch.event.wait(timeout):
+        if latch.event.wait(wait_seconds(timeout)):
+            if not self._started:
+                raise errors.NotInitialized("ray.shutdown() was called while this call was waiting")
             return True
         with self._lock:
             for obj in missing:
@@ -463,8 +518,14 @@ class EmbeddedBackend(RuntimeCore):
         return self._submit(function_key, serialization.dumps((args, kwargs)),
                             self._deps_of(args, kwargs), options)
 
-    def _submit(self, key, args_ser, deps, options, pin_returns=False):
+    def _check_deps_exist(self, deps):
+        for oid in deps:
+            if oid not in self._objects:
+                raise errors.ObjectFreed(oid)  # e.g. a ref from before ray.shutdown()
+
+    def _submit(self, key, args_ser, deps, options):
         self._check_started()
+        self._check_deps_exist(deps)
         task_id = self._ids.task()
         return_ids = self._ids.returns(task_id, options.num_returns or 1)
         units = self.node.request_units(options.resources)
@@ -474,7 +535,7 @@ class EmbeddedBackend(RuntimeCore):
         with self._lock:
             for oid in return_ids:
                 obj = self._new_object(oid, task)
-                obj.pinned, obj.refs = pin_returns, owned
+                obj.refs = owned
             self._tasks[task_id] = task
             self._hold_deps(task, self._make_runnable)
         return return_ids if options.num_returns else []
@@ -560,8 +621,13 @@ class EmbeddedBackend(RuntimeCore):
                 del self._ready[shape]
 
     def _start_task(self, task):
+        try:
+            worker = self._take_worker()
+        except Exception as exc:  # could not start a worker process (EMFILE, bad env, ...)
+            self._finish_task(task, [self._error_data(errors.WorkerDied(
+                f"Could not start a worker process for task {task.name!r}: {exc!r}"))], True)
+            return
         task.grant = self.node.acquire(task.units)
-        worker = self._take_worker()
         task.worker, task.state = worker, "RUNNING"
         worker.task = task
         buffers = []
@@ -712,6 +778,7 @@ class EmbeddedBackend(RuntimeCore):
 
     def _create_actor(self, key, args_ser, deps, options):
         self._check_started()
+        self._check_deps_exist(deps)
         with self._lock:
             namespace = options.namespace if options.namespace is not None else self.namespace
             if options.name:
@@ -747,8 +814,14 @@ class EmbeddedBackend(RuntimeCore):
         if not self.node.fits(actor.units):
             self._actor_queue.append(actor)
             return
+        try:
+            worker = self._take_worker()
+        except Exception as exc:  # could not start a worker process
+            self._actor_died(actor, errors.ActorDied(
+                actor.actor_id, f"Could not start a worker process for the actor: {exc!r}",
+                class_name=actor.options.class_name))
+            return
         actor.grant = self.node.acquire(actor.units)
-        worker = self._take_worker()
         worker.actor = actor
         actor.worker = worker
         buffers = []
@@ -792,8 +865,9 @@ class EmbeddedBackend(RuntimeCore):
         return self._submit_actor_task(actor_id, method_name, serialization.dumps((args, kwargs)),
                                        self._deps_of(args, kwargs), options)
 
-    def _submit_actor_task(self, actor_id, method_name, args_ser, deps, options, pin_returns=False):
+    def _submit_actor_task(self, actor_id, method_name, args_ser, deps, options):
         self._check_started()
+        self._check_deps_exist(deps)
         task_id = self._ids.task(actor_id)
         return_ids = self._ids.returns(task_id, options.num_returns or 1)
         with self._lock:
@@ -804,7 +878,7 @@ class EmbeddedBackend(RuntimeCore):
             owned = 1 if options.num_returns else 0
             for oid in return_ids:
                 obj = self._new_object(oid, task)
-                obj.pinned, obj.refs = pin_returns, owned
+                obj.refs = owned
             if actor is None or actor.state == "DEAD":
                 death = actor.death if actor is not None else errors.ActorDied(
                     actor_id, "The actor is not known to this runtime (it may belong to a runtime "
@@ -1019,7 +1093,9 @@ class EmbeddedBackend(RuntimeCore):
         _, req_id, method, packed = message
         args = serialization.loads(wire.unpack(packed, buffers))
         if method in ("get", "wait"):
-            self._requests.submit(self._answer, worker, req_id, method, args)
+            # Daemon: a task blocked in a nested get must not keep the driver from exiting.
+            threading.Thread(target=self._answer, args=(worker, req_id, method, args),
+                             daemon=True, name="ray-adapter-req").start()
         else:
             self._answer(worker, req_id, method, args)
 
@@ -1037,7 +1113,7 @@ class EmbeddedBackend(RuntimeCore):
         self._send(worker, ("reply", req_id, ok, payload), buffers)
 
     def _rpc_put(self, worker, ser):
-        return self._put_serialized(ser, pinned=True)
+        return self._put_serialized(ser)  # owned by the worker until it sends "decref"
 
     def _rpc_get(self, worker, object_ids, timeout):
         self._block(worker)
@@ -1080,7 +1156,7 @@ class EmbeddedBackend(RuntimeCore):
         with self._lock:
             self._register_function(key, blob=blob) if blob is not None else None
         args, kwargs = serialization.loads(args_ser)
-        return self._submit(key, args_ser, self._deps_of(args, kwargs), options, pin_returns=True)
+        return self._submit(key, args_ser, self._deps_of(args, kwargs), options)
 
     def _rpc_create_actor(self, worker, key, blob, args_ser, options):
         with self._lock:
@@ -1090,8 +1166,7 @@ class EmbeddedBackend(RuntimeCore):
 
     def _rpc_submit_actor_task(self, worker, actor_id, method, args_ser, options):
         args, kwargs = serialization.loads(args_ser)
-        return self._submit_actor_task(actor_id, method, args_ser, self._deps_of(args, kwargs),
-                                       options, pin_returns=True)
+        return self._submit_actor_task(actor_id, method, args_ser, self._deps_of(args, kwargs), options)
 
     def _rpc_cancel(self, worker, object_id, force, recursive):
         return self.cancel(object_id, force, recursive)

@@ -46,6 +46,8 @@ class WorkerCore(RuntimeCore):
         self._lock = threading.Lock()
         self._next = 0
         self._shipped_functions = set()
+        self._ref_events = queue.SimpleQueue()
+        threading.Thread(target=self.ref_loop, daemon=True, name="ray-adapter-refs").start()
 
     # -- request/reply -----------------------------------------------------------------------
     def _request(self, method, *args):
@@ -81,7 +83,7 @@ class WorkerCore(RuntimeCore):
 
     # -- objects -----------------------------------------------------------------------------
     def put(self, value):
-        return self._request("put", serialization.dumps(value))
+        return self._own([self._request("put", serialization.dumps(value))])[0]
 
     def get(self, object_ids, timeout):
         packed_values = self._request("get", list(object_ids), timeout)
@@ -90,14 +92,58 @@ class WorkerCore(RuntimeCore):
     def wait(self, object_ids, num_returns, timeout):
         return self._request("wait", list(object_ids), num_returns, timeout)
 
+    # Reference counting of the objects this worker created (its puts and submissions): the
+    # driver frees one when the worker drops its last ObjectRef to it. Refs the worker borrowed
+    # (received in arguments or values) were pinned by the driver when they were serialized.
+    # Events come from __init__/__del__/__reduce__ in any thread, so they are only queued
+    # here (SimpleQueue.put is reentrant) and applied by one thread.
+
+    def _own(self, object_ids):
+        self._ref_events.put(("own", object_ids))
+        return object_ids
+
     def add_local_reference(self, object_id):
-        return None  # the driver pins every id that reached a worker
+        self._ref_events.put(("+", object_id))
 
     def remove_local_reference(self, object_id):
-        return None
+        self._ref_events.put(("-", object_id))
 
     def object_escaped(self, object_id):
-        return None
+        self._ref_events.put(("pin", object_id))
+
+    def ref_loop(self):
+        counts, owned = {}, set()
+        while True:
+            event = self._ref_events.get()
+            out = []  # ("decref" | "pin", oid) in the order they happened
+            while event is not None:
+                kind, target = event
+                if kind == "own":
+                    for oid in target:
+                        counts[oid] = counts.get(oid, 0) + 1
+                        owned.add(oid)
+                elif kind == "+":
+                    counts[target] = counts.get(target, 0) + 1
+                elif kind == "-":
+                    left = counts.get(target, 0) - 1
+                    if left > 0:
+                        counts[target] = left
+                    else:
+                        counts.pop(target, None)
+                        if target in owned:
+                            owned.discard(target)
+                            out.append(("decref", target))
+                elif kind == "pin" and target in owned:
+                    out.append(("pin", target))
+                try:
+                    event = self._ref_events.get_nowait()
+                except queue.Empty:
+                    event = None
+            for kind, oid in out:
+                try:
+                    self._worker.channel.send((kind, [oid]))
+                except OSError:
+                    return
 
     # -- tasks and actors --------------------------------------------------------------------
     def _function_blob(self, key, function):
@@ -108,7 +154,8 @@ class WorkerCore(RuntimeCore):
 
     def submit_task(self, function, function_key, args, kwargs, options):
         blob = self._function_blob(function_key, function)
-        return self._request("submit_task", function_key, blob, serialization.dumps((args, kwargs)), options)
+        return self._own(self._request("submit_task", function_key, blob,
+                                       serialization.dumps((args, kwargs)), options))
 
     def cancel(self, object_id, force, recursive):
         return self._request("cancel", object_id, force, recursive)
@@ -118,7 +165,8 @@ class WorkerCore(RuntimeCore):
         return self._request("create_actor", class_key, blob, serialization.dumps((args, kwargs)), options)
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
-        return self._request("submit_actor_task", actor_id, method_name, serialization.dumps((args, kwargs)), options)
+        return self._own(self._request("submit_actor_task", actor_id, method_name,
+                                       serialization.dumps((args, kwargs)), options))
 
     def kill_actor(self, actor_id, no_restart):
         return self._request("kill_actor", actor_id, no_restart)
@@ -199,13 +247,19 @@ class _PrefixWriter:
                     out.append(prefix)
                 out.append(piece)
                 self._at_line_start = piece.endswith("\n")
-            self._stream.write("".join(out))
-            if "\n" in text:
-                self._stream.flush()
+            try:
+                self._stream.write("".join(out))
+                if "\n" in text:
+                    self._stream.flush()
+            except (OSError, ValueError):  # the driver's stdout is gone (e.g. `| head`)
+                pass
         return len(text)
 
     def flush(self):
-        self._stream.flush()
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -234,8 +288,10 @@ class Worker:
         self.restart_count = 0
         self.assigned_resources = {}
         self.gpu_ids = []
-        self.running_task = None
+        self.running_task = None  # the task or call running in the main thread
         self.cancel_requested = None
+        self.cancelled = set()  # cancelled before they started
+        self.async_calls = {}  # task id -> future of a call on the async actor loop
         self.exit_actor_after_call = False
 
     # -- driver messages ---------------------------------------------------------------------
@@ -260,6 +316,7 @@ class Worker:
                     return
                 else:
                     self.exec_queue.put((message, buffers))
+                del message, buffers  # do not keep the last payload alive until the next one
         except ChannelClosed:
             pass
         except BaseException:  # pragma: no cover - the reader must never die silently
@@ -269,7 +326,13 @@ class Worker:
         os._exit(1)
 
     def on_cancel(self, task_id, force):
+        future = self.async_calls.get(task_id)
+        if future is not None:  # a call running on an async actor's loop
+            future.cancel()
+            return
         if self.running_task != task_id:
+            # Not started yet (still queued here): it will be answered as cancelled.
+            self.cancelled.add(task_id)
             return
         if force:
             _flush_std()
@@ -328,6 +391,10 @@ class Worker:
     def run_task(self, message, buffers):
         (_, task_id, key, blob, packed_args, deps, num_returns, name, env_vars,
          resources, gpu_ids) = message
+        if task_id in self.cancelled:
+            self.cancelled.discard(task_id)
+            self.send_done(task_id, _pack_error(errors.TaskCancelled(task_id), name, num_returns))
+            return
         self.assigned_resources, self.gpu_ids = resources, gpu_ids
         saved_env = apply_env(env_vars)
         token = _current_call.set((task_id, name, None))
@@ -341,11 +408,16 @@ class Worker:
                 self.running_task = None
                 self.cancel_requested = None
             reply = _pack_results(result, num_returns)
-        except _Cancelled as exc:
+        except (_Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
             failure = task_failure(exc, name, None)
             failure.cause = errors.TaskCancelled(task_id)
             reply = _pack_error(failure, name, num_returns)
+        except SystemExit:
+            # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
+            # and retries the task (WorkerCrashedError once retries run out).
+            _flush_std()
+            os._exit(1)
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
             reply = _pack_error(task_failure(exc, name, None), name, num_returns)
         finally:
@@ -398,7 +470,13 @@ class Worker:
                 async with limit:
                     await self.run_actor_call_async(message, buffers)
 
-            return lambda message, buffers: asyncio.run_coroutine_threadsafe(run(message, buffers), loop)
+            def submit(message, buffers):
+                task_id = message[1]
+                future = asyncio.run_coroutine_threadsafe(run(message, buffers), loop)
+                self.async_calls[task_id] = future
+                future.add_done_callback(lambda f, t=task_id, n=message[6]: self._async_call_done(t, n, f))
+
+            return submit
         if concurrency and concurrency > 1:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -406,7 +484,7 @@ class Worker:
 
             def run_when_ready(message, buffers):
                 self.actor_ready.wait()
-                self.run_actor_call(message, buffers)
+                self.run_actor_call(message, buffers, in_main_thread=False)
 
             return lambda message, buffers: pool.submit(run_when_ready, message, buffers)
         return None  # ordered execution in the main thread (the reader queues the calls)
@@ -417,10 +495,15 @@ class Worker:
         method = getattr(self.actor_instance, method_name)
         return task_id, method, args, kwargs, num_returns, name
 
-    def run_actor_call(self, message, buffers):
+    def run_actor_call(self, message, buffers, in_main_thread=True):
         task_id, name, num_returns = message[1], message[7], message[6]
+        if task_id in self.cancelled:
+            self.cancelled.discard(task_id)
+            self._finish_call(task_id, _pack_error(errors.TaskCancelled(task_id), name, num_returns))
+            return
         token = _current_call.set((task_id, name, self.actor_id))
-        self.running_task = task_id
+        if in_main_thread:  # only the main thread can be interrupted by a cancel
+            self.running_task = task_id
         try:
             try:
                 _, method, args, kwargs, num_returns, name = self._call_target(message, buffers)
@@ -428,8 +511,9 @@ class Worker:
                 if inspect.isawaitable(result):  # an async method on a non-async actor
                     result = asyncio.run(_await(result))
             finally:
-                self.running_task = None
-                self.cancel_requested = None
+                if in_main_thread:
+                    self.running_task = None
+                    self.cancel_requested = None
             reply = _pack_results(result, num_returns)
         except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
             reply = self._failed_call_reply(exc, task_id, name, num_returns)
@@ -452,14 +536,18 @@ class Worker:
             _current_call.reset(token)
         self._finish_call(task_id, reply)
 
+    def _async_call_done(self, task_id, num_returns, future):
+        self.async_calls.pop(task_id, None)
+        if future.cancelled():  # cancelled before its coroutine started: answer it here
+            self.send_done(task_id, _pack_error(errors.TaskCancelled(task_id), "", num_returns))
+
     def _failed_call_reply(self, exc, task_id, name, num_returns):
-        """The reply for a method that raised ``exc`` (re-raised: a ``sys.exit`` that did not
-        come from ``exit_actor``, which ends the actor process)."""
+        """The reply for a method that raised ``exc``."""
         if isinstance(exc, (_Cancelled, asyncio.CancelledError)):
             return _pack_error(errors.TaskCancelled(task_id), name, num_returns)
         if isinstance(exc, SystemExit):
-            if not self.exit_actor_after_call:
-                raise exc
+            # exit_actor() or sys.exit(): the actor ends after this call, not restarted.
+            self.exit_actor_after_call = True
             return _pack_results(None, num_returns)
         return _pack_error(task_failure(exc, name, self.actor_class_name), name, num_returns)
 
@@ -489,7 +577,8 @@ def _pack_error(core_error, name, num_returns):
     buffers = []
     try:
         ser = serialization.dumps(core_error)
-    except Exception:  # the user's exception cannot be pickled: keep its text
+        serialization.loads(ser)  # an exception that pickles may still fail to rebuild
+    except Exception:  # the user's exception cannot travel: keep its text
         if isinstance(core_error, errors.TaskFailed):
             core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
                                            core_error.pid, core_error.ip, core_error.actor_repr,

@@ -25,6 +25,7 @@ import time
 import uuid
 
 from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
 from ray_adapter.core.yuanrong import shell
 
@@ -153,6 +154,13 @@ class YuanrongBackend(RuntimeCore):
                 return
             self._started = False
             actors = [a for a in self._actors.values() if not a.dead]
+            gone = errors.NotInitialized("ray.shutdown() was called while this call was waiting")
+            for obj in self._objects.values():  # wake every get/wait still blocked
+                if obj.future is not None and not obj.future.done():
+                    try:
+                        obj.future.set_exception(gone)
+                    except concurrent.futures.InvalidStateError:
+                        pass
             self._objects.clear()
             self._actors.clear()
             self._names.clear()
@@ -203,6 +211,7 @@ class YuanrongBackend(RuntimeCore):
         return shell.unpack(box.value if obj.index is None else box.value[obj.index])
 
     def get(self, object_ids, timeout):
+        timeout = wait_seconds(timeout)
         with self._lock:
             objs = [self._obj(oid) for oid in object_ids]
         futures = [self._future(o) for o in objs]
@@ -244,7 +253,7 @@ class YuanrongBackend(RuntimeCore):
             else:
                 f.add_done_callback(one_done)
         if timeout is None or timeout > 0:
-            done_event.wait(timeout)
+            done_event.wait(wait_seconds(timeout))
         ready, not_ready = [], []
         for oid, f in futures.items():
             if (f is None or f.done()) and len(ready) < num_returns:

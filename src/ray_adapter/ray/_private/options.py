@@ -47,6 +47,7 @@ def check(owner, options, backend=None):
             raise ValueError(
                 f"Invalid option keyword {key} for {_OWNER_LABEL[owner]}. Valid ones are "
                 f"{sorted(table)}.")
+        _check_value(key, value)
         status = entry.status(backend) if backend in matrix.BACKENDS else entry.embedded
         if status == "supported":
             continue
@@ -58,6 +59,47 @@ def check(owner, options, backend=None):
         if allowed is not None and _value_in(value, allowed):
             continue
         _check_partial_value(owner, key, value, entry)
+
+
+_AMOUNTS = ("num_cpus", "num_gpus", "memory", "object_store_memory", "_memory")
+_RETRY_COUNTS = ("max_retries", "max_restarts", "max_task_retries")
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_value(key, value):
+    """Ray's own checks on option values, raised where Ray raises them (at decoration)."""
+    if value is None:
+        return
+    if key in _AMOUNTS and (not _is_number(value) or value < 0):
+        raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive number, got {value!r}.")
+    if key in _RETRY_COUNTS and (type(value) is not int or value < -1):
+        raise ValueError(f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, got {value!r}.")
+    if key in ("max_calls", "num_returns") and type(value) is int and value < 0:
+        raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer, got {value!r}.")
+    if key == "max_calls" and type(value) is not int:
+        raise ValueError(f"The keyword 'max_calls' only accepts None, 0 or a positive integer, got {value!r}.")
+    if key == "max_concurrency" and (type(value) is not int or value < 0):
+        raise ValueError(f"The keyword 'max_concurrency' only accepts None or a positive integer, got {value!r}.")
+    if key in ("name", "namespace") and not isinstance(value, str):
+        raise TypeError(f"The keyword '{key}' only accepts a string, got {type(value).__name__}.")
+    if key == "resources":
+        if not isinstance(value, dict):
+            raise TypeError(f"The keyword 'resources' only accepts a dict, got {type(value).__name__}.")
+        for name, amount in value.items():
+            if name in ("CPU", "GPU"):
+                raise ValueError(f"Use the 'num_cpus' and 'num_gpus' keyword instead of 'resources' for {name!r}.")
+            if not isinstance(name, str) or not _is_number(amount) or amount < 0:
+                raise ValueError(f"Resource quantities must be non-negative numbers, got {name!r}: {amount!r}.")
+    if key == "runtime_env":
+        if not isinstance(value, dict):
+            raise TypeError(f"runtime_env must be a dict or a ray.runtime_env.RuntimeEnv, got {type(value).__name__}.")
+        env_vars = value.get("env_vars")
+        if env_vars is not None and not (isinstance(env_vars, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items())):
+            raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str]")
 
 
 def _value_in(value, allowed):

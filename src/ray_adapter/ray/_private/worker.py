@@ -137,8 +137,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         _check_address(address)
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise TypeError("namespace must be None or a non-empty string.")
-        if num_cpus is not None and num_cpus < 0:
-            raise ValueError("num_cpus must be a non-negative number.")
+        for key in ("num_cpus", "num_gpus", "object_store_memory", "resources", "runtime_env"):
+            _options._check_value(key, locals()[key])
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise TypeError("runtime_env must be a dict or a ray.runtime_env.RuntimeEnv.")
         opts = InitOptions(

@@ -1,0 +1,284 @@
+"""Regression tests for what an adversarial review broke: no hang, no leak, Ray's errors."""
+import os
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import run_code
+
+THREADS = "yr local mode runs tasks as threads of the driver process"
+
+
+class TwoArgError(Exception):
+    def __init__(self, a, b):  # pickles, but cannot be rebuilt from its args
+        super().__init__(f"{a}-{b}")
+
+
+def test_failure_at_the_root_of_a_long_chain(ray):
+    @ray.remote
+    def root():
+        raise ValueError("root failed")
+
+    @ray.remote
+    def inc(x):
+        return x + 1
+
+    ref = root.remote()
+    for _ in range(300):
+        ref = inc.remote(ref)
+    with pytest.raises(ValueError, match="root failed"):
+        ray.get(ref, timeout=60)
+
+
+def test_exceptions_that_cannot_be_rebuilt(ray):
+    @ray.remote(max_retries=0)
+    def task():
+        raise TwoArgError(1, 2)
+
+    @ray.remote(retry_exceptions=True, max_retries=1)
+    def retried():
+        raise TwoArgError(3, 4)
+
+    @ray.remote
+    class Broken:
+        def __init__(self):
+            raise TwoArgError(5, 6)
+
+        def ping(self):
+            return 1
+
+    for ref, text in ((task.remote(), "1-2"), (retried.remote(), "3-4")):
+        with pytest.raises(ray.exceptions.RayError) as info:
+            ray.get(ref, timeout=30)
+        assert text in str(info.value)
+    with pytest.raises(ray.exceptions.ActorDiedError, match="5-6"):
+        ray.get(Broken.remote().ping.remote(), timeout=30)
+
+
+def test_option_values_are_checked_at_decoration(ray):
+    def f():
+        return 1
+
+    for bad, exc in (({"num_returns": -1}, ValueError), ({"max_retries": "a"}, ValueError),
+                     ({"max_retries": -2}, ValueError), ({"name": 5}, TypeError),
+                     ({"num_cpus": -1}, ValueError), ({"resources": "x"}, TypeError),
+                     ({"runtime_env": {"env_vars": {"A": 1}}}, TypeError)):
+        with pytest.raises(exc):
+            ray.remote(**bad)(f)
+    with pytest.raises(TypeError):
+        ray.shutdown() or ray.init(runtime_env={"env_vars": {"A": 1}})
+
+
+def test_wrong_arguments_fail_at_remote(ray):
+    @ray.remote
+    def two(a, b):
+        return a + b
+
+    @ray.remote
+    class Needs:
+        def __init__(self, x):
+            self.x = x
+
+    with pytest.raises(TypeError):
+        two.remote(1, 2, 3)
+    with pytest.raises(TypeError):
+        two.remote(1, c=2)
+    with pytest.raises(TypeError):
+        Needs.remote()
+
+
+def test_huge_finite_timeouts(ray):
+    assert ray.get(ray.put(1), timeout=1e10) == 1
+    assert ray.wait([ray.put(1)], timeout=float("inf"))[0]
+
+
+def test_stale_ref_from_a_previous_session(ray):
+    @ray.remote
+    def ident(x):
+        return x
+
+    old = ray.put(1)
+    ray.shutdown()
+    ray.init(num_cpus=1)
+    with pytest.raises(ray.exceptions.ObjectLostError):
+        ray.get(ident.remote(old))
+
+
+def test_shutdown_wakes_blocked_getters(ray):
+    @ray.remote
+    def slow():
+        time.sleep(30)
+
+    ref = slow.remote()
+    caught = []
+    getter = threading.Thread(target=lambda: caught.append(_raises(ray.get, ref)))
+    getter.start()
+    time.sleep(0.3)
+    ray.shutdown()
+    getter.join(10)
+    assert not getter.is_alive() and isinstance(caught[0], ray.exceptions.RayError)
+
+
+def _raises(fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        return exc
+    return None
+
+
+@pytest.mark.embedded_only("resources are not enforced in yr local mode")
+def test_deleting_a_used_handle_frees_the_actor(ray):
+    @ray.remote(num_cpus=2)
+    class Big:
+        def ping(self):
+            return "pong"
+
+    for _ in range(3):  # each needs both CPUs: the previous one must have ended
+        a = Big.remote()
+        assert ray.get(a.ping.remote(), timeout=20) == "pong"
+        del a
+
+
+@pytest.mark.embedded_only(THREADS)
+def test_cancel_before_the_worker_starts_the_task(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=4)
+
+    @ray.remote
+    def slow():
+        time.sleep(5)
+        return "ran"
+
+    refs = [slow.remote() for _ in range(4)]
+    time.sleep(0.05)
+    for r in refs:
+        ray.cancel(r)
+    for r in refs:
+        with pytest.raises(ray.exceptions.TaskCancelledError):
+            ray.get(r, timeout=20)
+
+
+@pytest.mark.embedded_only(THREADS + ": sys.exit in a method would end the test process")
+def test_threaded_actor_exit_and_cancel(ray):
+    @ray.remote(max_concurrency=2)
+    class Threaded:
+        def slow(self):
+            time.sleep(2)
+            return "slow done"
+
+        def ping(self):
+            return "pong"
+
+        def leave(self):
+            sys.exit(0)
+
+    t = Threaded.remote()
+    running = t.slow.remote()
+    time.sleep(0.3)
+    ray.cancel(running)  # cannot interrupt a thread: the call completes, the actor lives
+    assert ray.get(running, timeout=20) == "slow done"
+    assert ray.get(t.ping.remote()) == "pong"
+    ray.get(t.leave.remote(), timeout=20)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(t.ping.remote(), timeout=20)
+
+
+@pytest.mark.embedded_only("yr local mode cannot interrupt a running call")
+def test_async_actor_call_can_be_cancelled(ray):
+    import asyncio
+
+    @ray.remote
+    class Async:
+        async def slow(self):
+            await asyncio.sleep(30)
+            return "slow done"
+
+        async def ping(self):
+            return "pong"
+
+    a = Async.remote()
+    ref = a.slow.remote()
+    time.sleep(0.3)
+    ray.cancel(ref)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(ref, timeout=10)
+    assert ray.get(a.ping.remote()) == "pong"
+
+
+@pytest.mark.embedded_only(THREADS + ": sys.exit in a task would end the test process")
+def test_sys_exit_in_a_task_is_a_worker_crash(ray):
+    @ray.remote(max_retries=0)
+    def leave():
+        sys.exit(3)
+
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        ray.get(leave.remote(), timeout=20)
+
+
+@pytest.mark.embedded_only("inspects the embedded runtime's object table")
+def test_objects_created_in_workers_are_freed(ray):
+    from ray_adapter import core
+
+    @ray.remote
+    def inner():
+        return b"x" * 1000
+
+    @ray.remote
+    def outer(n):
+        refs = [inner.remote() for _ in range(n)]
+        total = sum(len(ray.get(r)) for r in refs)
+        kept = ray.put(b"y" * 1000)
+        return total + len(ray.get(kept))
+
+    assert ray.get(outer.remote(50)) == 51_000
+    deadline = time.monotonic() + 10
+    backend = core.current()
+    while len(backend._objects) > 0 and time.monotonic() < deadline:
+        backend.flush_releases()
+        time.sleep(0.05)
+    assert len(backend._objects) == 0
+
+
+DRIVERS = {
+    "nested_get": """
+        import ray, time
+        ray.init(num_cpus=2)
+        @ray.remote
+        def inner():
+            time.sleep(1000)
+        @ray.remote
+        def outer():
+            return ray.get(inner.remote())
+        outer.remote()
+        time.sleep(1)
+        print("driver done", flush=True)
+    """,
+    "grandchild": """
+        import ray, subprocess
+        ray.init(num_cpus=1)
+        @ray.remote
+        def spawn():
+            return subprocess.Popen(["sleep", "1000"]).pid
+        print(ray.get(spawn.remote()), flush=True)
+        ray.shutdown()
+    """,
+}
+
+
+def test_driver_exits_while_a_task_waits_in_a_nested_get():
+    result = run_code(textwrap.dedent(DRIVERS["nested_get"]), timeout=60)
+    assert result.returncode == 0 and "driver done" in result.stdout
+
+
+def test_processes_started_by_tasks_end_with_the_runtime():
+    result = run_code(textwrap.dedent(DRIVERS["grandchild"]), timeout=60)
+    pid = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "a process started by a task outlived ray.shutdown()"
+        time.sleep(0.05)
