@@ -32,6 +32,14 @@ def run_code(code, **kwargs):
     return run_python(["-c", code], **kwargs)
 
 
+def process_alive(pid):
+    """True while ``pid`` runs (a zombie, or a process gone meanwhile, is not alive)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def worker_processes():
     """Live embedded-runtime worker processes (any parent)."""
     out = []

@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from conftest import process_alive
+
 
 def test_stateful_actor_runs_calls_in_submission_order(ray):
     @ray.remote
@@ -196,8 +198,6 @@ def test_kill_makes_calls_fail_with_actor_died(ray):
 
 @pytest.mark.embedded_only("yr local mode runs actors as threads of the driver process")
 def test_kill_ends_the_actor_process(ray):
-    import psutil
-
     @ray.remote
     class A:
         def pid(self):
@@ -207,7 +207,7 @@ def test_kill_ends_the_actor_process(ray):
     pid = ray.get(a.pid.remote())
     ray.kill(a)
     deadline = time.monotonic() + 5
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while process_alive(pid):
         assert time.monotonic() < deadline
         time.sleep(0.02)
 
@@ -331,8 +331,6 @@ def test_exit_actor(ray):
 def test_actor_ends_when_its_last_handle_goes(ray):
     import gc
 
-    import psutil
-
     @ray.remote
     class Temp:
         def pid(self):
@@ -343,7 +341,7 @@ def test_actor_ends_when_its_last_handle_goes(ray):
     del t
     gc.collect()
     deadline = time.monotonic() + 10
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while process_alive(pid):
         assert time.monotonic() < deadline, "actor process outlived its last handle"
         time.sleep(0.02)
 

@@ -393,7 +393,7 @@ def test_init_context_manager_shuts_down(ray_module):
 
 @pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there are no worker processes to check')
 def test_shutdown_leaves_no_worker(ray_module):
-    from conftest import my_worker_processes
+    from conftest import process_alive, my_worker_processes
 
     ray = ray_module
     ray.init(num_cpus=2)
@@ -408,9 +408,7 @@ def test_shutdown_leaves_no_worker(ray_module):
     assert len(my_worker_processes()) >= 3
     ray.shutdown()
     assert my_worker_processes() == []
-    import psutil
-
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    assert not any(process_alive(p) for p in pids)
 
 
 # -- cluster state ---------------------------------------------------------------------------

@@ -6,17 +6,16 @@ import sys
 import textwrap
 import time
 
-import psutil
 import pytest
 
-from conftest import run_code
+from conftest import process_alive, run_code
 
 
 def _wait_gone(pids, timeout=10):
     deadline = time.monotonic() + timeout
     alive = list(pids)
     while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in alive if process_alive(p)]
         time.sleep(0.02)
     return alive
 

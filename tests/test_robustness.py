@@ -1,14 +1,12 @@
 """Regression tests for what an adversarial review broke: no hang, no leak, Ray's errors."""
-import os
 import sys
 import textwrap
 import threading
 import time
 
-import psutil
 import pytest
 
-from conftest import run_code
+from conftest import process_alive, run_code
 
 THREADS = "yr local mode runs tasks as threads of the driver process"
 
@@ -279,6 +277,6 @@ def test_processes_started_by_tasks_end_with_the_runtime():
     result = run_code(textwrap.dedent(DRIVERS["grandchild"]), timeout=60)
     pid = int(result.stdout.split()[0])
     deadline = time.monotonic() + 10
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while process_alive(pid):
         assert time.monotonic() < deadline, "a process started by a task outlived ray.shutdown()"
         time.sleep(0.05)
