@@ -1,5 +1,7 @@
 """Adapter overhead over calling ``yr`` directly, on yr's local mode: task round trip and
-actor call, measured in one process. Prints one JSON object (microseconds, overhead in %).
+actor call. Both run in one process on one yr runtime (the adapter attaches to the yr session
+the script started), in alternating rounds, so machine noise hits both alike. Prints one JSON
+object: medians in microseconds and the overhead in percent.
 
     python benchmarks/yr_overhead.py
 """
@@ -9,32 +11,31 @@ import statistics
 import time
 
 os.environ["RAY_ADAPTER_RUNTIME"] = "yr-local"
-os.environ["RAY_BACKEND"] = "yuanrong"
+import ray_adapter.auto  # noqa: E402,F401 - serve the adapter's ray in this process
 
-N = 2000
-
-
-def timed(fn, n=N, rounds=5):
-    best = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best.append((time.perf_counter() - start) / n)
-    return statistics.median(best) * 1e6
+CALLS, ROUNDS = 500, 9
 
 
-def measure_yr():
+def per_call_us(fn):
+    start = time.perf_counter()
+    for _ in range(CALLS):
+        fn()
+    return (time.perf_counter() - start) / CALLS * 1e6
+
+
+def main():
+    import ray
     import yr
 
     yr.init(yr.Config(local_mode=True))
+    ray.init(num_cpus=2)  # attaches to the yr session above
 
     @yr.invoke
-    def noop(x):
+    def yr_noop(x):
         return x
 
     @yr.instance
-    class Counter:
+    class YrCounter:
         def __init__(self):
             self.n = 0
 
@@ -42,27 +43,12 @@ def measure_yr():
             self.n += 1
             return self.n
 
-    c = Counter.invoke()
-    yr.get(noop.invoke(1))
-    yr.get(c.inc.invoke())
-    out = {"task_us": timed(lambda: yr.get(noop.invoke(1))),
-           "actor_us": timed(lambda: yr.get(c.inc.invoke()))}
-    yr.finalize()
-    return out
-
-
-def measure_adapter():
-    import ray_adapter.auto  # noqa: F401 - serve the adapter's ray in this process
-    import ray
-
-    ray.init(num_cpus=2)
-
     @ray.remote
-    def noop(x):
+    def ray_noop(x):
         return x
 
     @ray.remote
-    class Counter:
+    class RayCounter:
         def __init__(self):
             self.n = 0
 
@@ -70,21 +56,29 @@ def measure_adapter():
             self.n += 1
             return self.n
 
-    c = Counter.remote()
-    ray.get(noop.remote(1))
-    ray.get(c.inc.remote())
-    out = {"task_us": timed(lambda: ray.get(noop.remote(1))),
-           "actor_us": timed(lambda: ray.get(c.inc.remote()))}
+    yc, rc = YrCounter.invoke(), RayCounter.remote()
+    cases = {
+        "yr_task": lambda: yr.get(yr_noop.invoke(1)),
+        "adapter_task": lambda: ray.get(ray_noop.remote(1)),
+        "yr_actor": lambda: yr.get(yc.inc.invoke()),
+        "adapter_actor": lambda: ray.get(rc.inc.remote()),
+    }
+    samples = {name: [] for name in cases}
+    for name, fn in cases.items():  # warm up
+        per_call_us(fn)
+    for _ in range(ROUNDS):
+        for name, fn in cases.items():
+            samples[name].append(per_call_us(fn))
+    med = {name: statistics.median(v) for name, v in samples.items()}
     ray.shutdown()
-    return out
+    yr.finalize()
+    print(json.dumps({
+        "yr_task_us": round(med["yr_task"], 1), "adapter_task_us": round(med["adapter_task"], 1),
+        "task_overhead_pct": round(100 * (med["adapter_task"] / med["yr_task"] - 1), 1),
+        "yr_actor_us": round(med["yr_actor"], 1), "adapter_actor_us": round(med["adapter_actor"], 1),
+        "actor_overhead_pct": round(100 * (med["adapter_actor"] / med["yr_actor"] - 1), 1),
+    }))
 
 
 if __name__ == "__main__":
-    direct = measure_yr()
-    adapter = measure_adapter()
-    print(json.dumps({
-        "yr_task_us": round(direct["task_us"], 1), "adapter_task_us": round(adapter["task_us"], 1),
-        "task_overhead_pct": round(100 * (adapter["task_us"] / direct["task_us"] - 1), 1),
-        "yr_actor_us": round(direct["actor_us"], 1), "adapter_actor_us": round(adapter["actor_us"], 1),
-        "actor_overhead_pct": round(100 * (adapter["actor_us"] / direct["actor_us"] - 1), 1),
-    }))
+    main()

@@ -62,10 +62,11 @@ class _Obj:
 
 class _Actor:
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources")
+                 "resources", "call")
 
     def __init__(self, actor_id, proxy, info, detached, resources=None):
         self.resources = dict(resources or {})
+        self.call = proxy.call  # the shell's one method, resolved once (yr builds it per access)
         self.actor_id = actor_id
         self.proxy = proxy
         self.info = info
@@ -195,9 +196,8 @@ class YuanrongBackend(RuntimeCore):
         return obj.future
 
     def _value(self, obj):
-        future = self._future(obj)
         try:
-            box = future.result()
+            box = obj.future.result()  # get() made it and waited for it
         except errors.CoreError:
             raise
         except Exception as exc:  # a yr-level failure (not the user's code)
@@ -445,7 +445,7 @@ class YuanrongBackend(RuntimeCore):
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes)
         try:
-            ref = actor.proxy.call.invoke(meta, packed, *deps)
+            ref = actor.call.invoke(meta, packed, *deps)
         except Exception as exc:  # e.g. "this instance is terminated"
             return self._failed_returns(task_id, options.num_returns,
                                         actor.death or self._from_yr_error(exc, actor_id))
