@@ -548,3 +548,17 @@ def test_large_objects_travel_through_shared_memory(ray):
     refs = [ray.put(arr) for _ in range(20)]  # 320 MB held at once
     assert all(np.array_equal(ray.get(r), arr) for r in refs[::7])
     assert set(glob.glob("/dev/shm/*")) == before  # memfds are anonymous: nothing named is left
+
+
+def test_cancelled_ref_raises_task_cancelled(ray):
+    @ray.remote
+    def spin():
+        for _ in range(300):
+            time.sleep(0.01)
+        return "finished"
+
+    ref = spin.remote()
+    time.sleep(0.2)
+    ray.cancel(ref)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(ref, timeout=20)  # never yr local mode's silent None
