@@ -129,11 +129,22 @@ def test_nodes_and_resources_come_from_yr_resources(cluster):
 
 def test_named_actor_lookups_reach_yr(cluster):
     ray, recorder = cluster
+
+    class Remote:  # an actor another driver created on the cluster
+        def hello(self, who):
+            return f"hello {who}"
+
+    from yr_recorder import _Instance
+
+    recorder._instances[("other", "elsewhere")] = _Instance(recorder, Remote(), None)
     assert ray.util.list_named_actors(all_namespaces=True) == [{"name": "elsewhere", "namespace": "other"}]
     assert ("list_named_instances", True) in recorder.calls
     with pytest.raises(ValueError, match="Failed to look up actor with name 'missing'"):
         ray.get_actor("missing")
     assert ("get_instance", "missing", "ns") in recorder.calls
+    # The shell's call() is what the adapter invokes; a foreign actor is called through it too.
+    handle = ray.get_actor("elsewhere", namespace="other")
+    assert repr(handle).startswith("Actor(elsewhere, ")
 
 
 def test_backend_selection(monkeypatch):

@@ -220,12 +220,14 @@ class ActorHandle:
         if name.startswith("_ray_") or name.startswith("__"):
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
         methods = self._ray_meta["methods"]
+        if methods is None:  # a handle to an actor whose class this process never saw
+            return ActorMethod(self, name, {})
         if name not in methods:
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
         return ActorMethod(self, name, methods[name])
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._ray_meta["methods"]))
+        return sorted(set(super().__dir__()) | set(self._ray_meta["methods"] or ()))
 
     def __reduce__(self):
         if _core.is_started():

@@ -545,7 +545,8 @@ class YuanrongBackend(RuntimeCore):
         except Exception:
             raise errors.ActorNotFound(name, ns) from None
         actor_id = self._ids.actor()
-        info = ActorInfo(actor_id, name, ns, "", None)
+        # Created by another driver: its methods are unknown here, so any name may be called.
+        info = ActorInfo(actor_id, name, ns, "", {"class_name": name, "module": "", "methods": None})
         with self._lock:
             self._actors[actor_id] = _Actor(actor_id, proxy, info, detached=True)
         return info
