@@ -178,9 +178,12 @@ def test_threaded_actor_exit_and_cancel(ray):
     t = Threaded.remote()
     running = t.slow.remote()
     time.sleep(0.3)
-    ray.cancel(running)  # cannot interrupt a thread: the call completes, the actor lives
-    assert ray.get(running, timeout=20) == "slow done"
-    assert ray.get(t.ping.remote()) == "pong"
+    with pytest.raises(ValueError, match="force=True is not supported for actor tasks"):
+        ray.cancel(running, force=True)
+    ray.cancel(running)  # a thread cannot be interrupted: the call ends, then reports cancelled
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(running, timeout=20)
+    assert ray.get(t.ping.remote()) == "pong"  # and the actor lives on
     ray.get(t.leave.remote(), timeout=20)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(t.ping.remote(), timeout=20)
@@ -280,3 +283,20 @@ def test_processes_started_by_tasks_end_with_the_runtime():
     while process_alive(pid):
         assert time.monotonic() < deadline, "a process started by a task outlived ray.shutdown()"
         time.sleep(0.05)
+
+
+@pytest.mark.embedded_only(THREADS)
+def test_function_still_runs_after_a_cancel_before_start(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=1)
+
+    @ray.remote
+    def square(x):
+        time.sleep(0.2)
+        return x * x
+
+    first = square.remote(1)  # ships the function with a task that is cancelled unstarted
+    ray.cancel(first)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(first, timeout=20)
+    assert ray.get([square.remote(i) for i in range(3)], timeout=20) == [0, 1, 4]

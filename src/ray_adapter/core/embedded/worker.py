@@ -331,7 +331,8 @@ class Worker:
             future.cancel()
             return
         if self.running_task != task_id:
-            # Not started yet (still queued here): it will be answered as cancelled.
+            # Queued here, or running on a threaded actor's pool (a thread cannot be
+            # interrupted): either way the call is answered as cancelled.
             self.cancelled.add(task_id)
             return
         if force:
@@ -393,6 +394,8 @@ class Worker:
          resources, gpu_ids) = message
         if task_id in self.cancelled:
             self.cancelled.discard(task_id)
+            if blob is not None:  # the driver sends a function once per worker: keep it
+                self.load_function(key, blob)
             self.send_done(task_id, _pack_error(errors.TaskCancelled(task_id), name, num_returns))
             return
         self.assigned_resources, self.gpu_ids = resources, gpu_ids
@@ -519,6 +522,9 @@ class Worker:
             reply = self._failed_call_reply(exc, task_id, name, num_returns)
         finally:
             _current_call.reset(token)
+        if task_id in self.cancelled:  # cancelled while it ran on a pool thread
+            self.cancelled.discard(task_id)
+            reply = _pack_error(errors.TaskCancelled(task_id), name, num_returns)
         self._finish_call(task_id, reply)
 
     async def run_actor_call_async(self, message, buffers):
