@@ -88,6 +88,20 @@ def test_wrong_arguments_fail_at_remote(ray):
     with pytest.raises(TypeError):
         Needs.remote()
 
+    @ray.remote
+    class Calc:
+        def add(self, a, b):
+            return a + b
+
+        @staticmethod
+        def twice(x):
+            return 2 * x
+
+    c = Calc.remote()
+    with pytest.raises(TypeError):
+        c.add.remote(1, 2, 3)
+    assert ray.get([c.add.remote(1, b=2), c.twice.remote(4)]) == [3, 8]
+
 
 def test_huge_finite_timeouts(ray):
     assert ray.get(ray.put(1), timeout=1e10) == 1
@@ -184,7 +198,8 @@ def test_threaded_actor_exit_and_cancel(ray):
     with pytest.raises(ray.exceptions.TaskCancelledError):
         ray.get(running, timeout=20)
     assert ray.get(t.ping.remote()) == "pong"  # and the actor lives on
-    ray.get(t.leave.remote(), timeout=20)
+    with pytest.raises(ray.exceptions.ActorDiedError):  # the exiting call reports it, as in Ray
+        ray.get(t.leave.remote(), timeout=20)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(t.ping.remote(), timeout=20)
 

@@ -103,7 +103,9 @@ class ActorClass:
         cls = self.__ray_actor_class__
         _check_call(self, cls, args, kwargs)
         core = _ensure_core()
-        meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods}
+        _ACTOR_CLASSES[self._key] = cls  # this process can check method calls' arguments
+        meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods,
+                "class_key": self._key}
         opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
         try:
@@ -121,6 +123,32 @@ class ActorClass:
 
     def __repr__(self):
         return f"<{self.__module__}.ActorClass({self.__name__}) object at {hex(id(self))}>"
+
+
+#: Actor classes created in this process, by class key: method calls on their handles are
+#: checked against the method's signature at .remote(), as Ray does.
+_ACTOR_CLASSES = {}
+_METHOD_SIGNATURES = {}
+
+
+def _check_method_call(meta, method_name, args, kwargs):
+    key = meta.get("class_key")
+    cls = _ACTOR_CLASSES.get(key)
+    if cls is None:
+        return  # a handle whose class this process never created: the actor checks
+    sig = _METHOD_SIGNATURES.get((key, method_name))
+    if sig is None:
+        import inspect
+
+        try:
+            sig = inspect.signature(getattr(cls, method_name))
+            if not isinstance(inspect.getattr_static(cls, method_name, None), (staticmethod, classmethod)):
+                sig = sig.replace(parameters=list(sig.parameters.values())[1:])  # drop self
+        except (TypeError, ValueError, AttributeError):
+            sig = False
+        _METHOD_SIGNATURES[(key, method_name)] = sig
+    if sig is not False:
+        sig.bind(*args, **kwargs)
 
 
 def _make_actor_class(cls, options):
@@ -165,6 +193,7 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         from ray_adapter.ray._private.worker import _ensure_core, _raise_core
 
+        _check_method_call(self._handle._ray_meta, self._method_name, args, kwargs)
         core = _ensure_core()
         cache = None if self._own_options else self._handle._ray_method_options
         opts = cache.get(self._method_name) if cache is not None else None

@@ -552,9 +552,12 @@ class Worker:
         if isinstance(exc, (_Cancelled, asyncio.CancelledError)):
             return _pack_error(errors.TaskCancelled(task_id), name, num_returns)
         if isinstance(exc, SystemExit):
-            # exit_actor() or sys.exit(): the actor ends after this call, not restarted.
+            # exit_actor() or sys.exit(): the actor ends after this call, not restarted, and
+            # the call itself reports the actor's death, as in Ray.
             self.exit_actor_after_call = True
-            return _pack_results(None, num_returns)
+            return _pack_error(errors.ActorDied(
+                self.actor_id, "The actor is dead because it exited intentionally (exit_actor).",
+                class_name=self.actor_class_name), name, num_returns)
         return _pack_error(task_failure(exc, name, self.actor_class_name), name, num_returns)
 
     def _finish_call(self, task_id, reply):

@@ -186,9 +186,10 @@ class ActorShell:
                     result = asyncio.run(_await(result))
             return result_box(result, num_returns)
         except SystemExit:
-            if not self.exited:
-                raise
-            return result_box(None, num_returns)
+            self.exited = True  # exit_actor() or sys.exit(): this call reports the death
+            return Box(False, errors.ActorDied(
+                self.actor_id, "The actor is dead because it exited intentionally (exit_actor).",
+                class_name=self.class_name))
         except BaseException as exc:  # noqa: BLE001
             return Box(False, task_failure(exc, name, self.class_name))
         finally:
