@@ -151,7 +151,3 @@ class ObjectRef:
 def _rebuild(object_id):
     """Unpickle an ObjectRef in whichever process holds it now."""
     return ObjectRef(object_id, _core.current() if _core.is_started() else None)
-
-
-def make_ref(object_id, core):
-    return ObjectRef(object_id, core)

@@ -68,7 +68,7 @@ class _Task:
 
     __slots__ = ("task_id", "key", "args", "deps", "options", "return_ids", "retries_left",
                  "units", "worker", "grant", "state", "cancelled", "actor", "method", "name",
-                 "unresolved")
+                 "unresolved", "waiting_deps")
 
     def __init__(self, task_id, key, args, deps, options, return_ids, units, name,
                  actor=None, method=None):
@@ -88,6 +88,7 @@ class _Task:
         self.method = method
         self.name = name
         self.unresolved = 0
+        self.waiting_deps = False  # an actor call holding back the calls behind it
 
 
 class _Actor:
@@ -924,9 +925,10 @@ class EmbeddedBackend(RuntimeCore):
         return True
 
     def _wait_then_flush(self, task, actor):
-        if getattr(task, "unresolved", 0) == -1:
-            return  # already waiting
-        task.unresolved = -1
+        """The head call's arguments are not ready: flush the actor's queue once they are."""
+        if task.waiting_deps:
+            return
+        task.waiting_deps = True
         for oid in task.deps:
             obj = self._objects.get(oid)
             if obj is not None and not obj.ready:
@@ -935,7 +937,7 @@ class EmbeddedBackend(RuntimeCore):
 
                 def wake(t=task, a=actor):
                     if self._deps_ready(t):
-                        t.unresolved = 0
+                        t.waiting_deps = False
                         self._flush_actor(a)
 
                 obj.waiters.append(wake)
