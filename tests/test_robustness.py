@@ -315,3 +315,50 @@ def test_function_still_runs_after_a_cancel_before_start(ray_module):
     with pytest.raises(ray.exceptions.TaskCancelledError):
         ray.get(first, timeout=20)
     assert ray.get([square.remote(i) for i in range(3)], timeout=20) == [0, 1, 4]
+
+
+@pytest.mark.embedded_only("resources are not enforced in yr local mode")
+def test_actor_passed_to_a_task_ends_after_its_last_handle(ray):
+    @ray.remote(num_cpus=2)
+    class Big:
+        def ping(self):
+            return "pong"
+
+    @ray.remote(num_cpus=0)
+    def use(actor):
+        return ray.get(actor.ping.remote())
+
+    for _ in range(3):  # each needs both CPUs: the previous one must have ended
+        a = Big.remote()
+        assert ray.get(use.remote(a), timeout=20) == "pong"
+        del a
+
+
+@pytest.mark.embedded_only("inspects actor processes")
+def test_actor_kept_by_another_actor_stays_alive(ray):
+    import gc
+
+    @ray.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def inc(self):
+            self.n += 1
+            return self.n
+
+    @ray.remote
+    class Holder:
+        def __init__(self, counter):
+            self.counter = counter
+
+        def bump(self):
+            return ray.get(self.counter.inc.remote())
+
+    c = Counter.remote()
+    h = Holder.remote(c)
+    assert ray.get(h.bump.remote()) == 1
+    del c
+    gc.collect()
+    time.sleep(0.3)
+    assert ray.get(h.bump.remote(), timeout=20) == 2  # the holder's handle keeps it alive

@@ -11,6 +11,7 @@ is held, which keeps per-actor call order without a queue per worker.
 """
 import atexit
 import collections
+import contextvars
 import os
 import queue
 import signal
@@ -29,6 +30,10 @@ from ray_adapter.core.embedded.resources import NodeResources, detect_accelerato
 from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
 
 NODE_IP = "127.0.0.1"
+# While the arguments of a submission are serialized, the actor handles pickled into them are
+# collected here: the call carries them (keeps those actors alive) until it finishes, and the
+# worker that unpickles them reports its own borrow (see EmbeddedBackend._on_message).
+_carried_handles = contextvars.ContextVar("ray_adapter_carried_handles", default=None)
 #: Extra idle pool workers kept beyond the CPU count before idle ones are retired.
 IDLE_WORKER_SLACK = 2
 
@@ -68,7 +73,7 @@ class _Task:
 
     __slots__ = ("task_id", "key", "args", "deps", "options", "return_ids", "retries_left",
                  "units", "worker", "grant", "state", "cancelled", "actor", "method", "name",
-                 "unresolved", "waiting_deps")
+                 "unresolved", "waiting_deps", "carried")
 
     def __init__(self, task_id, key, args, deps, options, return_ids, units, name,
                  actor=None, method=None):
@@ -89,12 +94,14 @@ class _Task:
         self.name = name
         self.unresolved = 0
         self.waiting_deps = False  # an actor call holding back the calls behind it
+        self.carried = ()  # ids of actors whose handles travel in the arguments
 
 
 class _Actor:
     __slots__ = ("actor_id", "key", "args", "deps", "options", "units", "state", "worker",
                  "grant", "pending", "inflight", "restarts_left", "num_restarts", "death",
-                 "unresolved", "env_vars", "handles", "escaped", "out_of_scope")
+                 "unresolved", "env_vars", "handles", "escaped", "out_of_scope", "borrowers",
+                 "in_transit", "carried")
 
     def __init__(self, actor_id, key, args, deps, options, units):
         self.actor_id = actor_id
@@ -113,14 +120,17 @@ class _Actor:
         self.death = None
         self.unresolved = 0
         self.env_vars = dict((options.runtime_env or {}).get("env_vars") or {})
-        self.handles = 0
-        self.escaped = False
+        self.handles = 0          # handle objects in the driver
+        self.borrowers = 0        # worker processes holding a handle
+        self.in_transit = 0       # calls whose arguments carry a handle
+        self.escaped = False      # a handle went where it cannot be tracked (a stored value)
         self.out_of_scope = False
+        self.carried = ()
 
 
 class _WorkerProc:
     __slots__ = ("proc", "channel", "pid", "task", "actor", "known_keys", "worker_id",
-                 "blocked", "dead", "exit_intended", "calls")
+                 "blocked", "dead", "exit_intended", "calls", "borrowed")
 
     def __init__(self, proc, channel, worker_id):
         self.proc = proc
@@ -134,6 +144,7 @@ class _WorkerProc:
         self.dead = False
         self.exit_intended = False
         self.calls = {}  # function key -> calls run, for max_calls
+        self.borrowed = set()  # actor ids this worker holds handles to
 
 
 class EmbeddedBackend(RuntimeCore):
@@ -336,6 +347,15 @@ class EmbeddedBackend(RuntimeCore):
             with self._lock:
                 for oid in message[1]:
                     self.object_escaped(oid)
+        elif kind in ("borrow", "unborrow"):
+            with self._lock:
+                self._borrow(worker, message[1], 1 if kind == "borrow" else -1)
+        elif kind == "pin_actor":
+            with self._lock:
+                for actor_id in message[1]:
+                    actor = self._actors.get(actor_id)
+                    if actor is not None:
+                        actor.escaped = True
 
     @staticmethod
     def _kill_process_group(worker):
@@ -514,17 +534,27 @@ class EmbeddedBackend(RuntimeCore):
         deps.extend(v.object_id for v in kwargs.values() if type(v) is ArgRef)
         return deps
 
+    @staticmethod
+    def _dumps_args(args, kwargs):
+        """Serialized arguments and the ids of the actors whose handles they carry."""
+        carried = []
+        token = _carried_handles.set(carried)
+        try:
+            return serialization.dumps((args, kwargs)), tuple(carried)
+        finally:
+            _carried_handles.reset(token)
+
     def submit_task(self, function, function_key, args, kwargs, options):
         self._register_function(function_key, function)
-        return self._submit(function_key, serialization.dumps((args, kwargs)),
-                            self._deps_of(args, kwargs), options)
+        ser, carried = self._dumps_args(args, kwargs)
+        return self._submit(function_key, ser, self._deps_of(args, kwargs), options, carried)
 
     def _check_deps_exist(self, deps):
         for oid in deps:
             if oid not in self._objects:
                 raise errors.ObjectFreed(oid)  # e.g. a ref from before ray.shutdown()
 
-    def _submit(self, key, args_ser, deps, options):
+    def _submit(self, key, args_ser, deps, options, carried=()):
         self._check_started()
         self._check_deps_exist(deps)
         task_id = self._ids.task()
@@ -537,6 +567,7 @@ class EmbeddedBackend(RuntimeCore):
             for oid in return_ids:
                 obj = self._new_object(oid, task)
                 obj.refs = owned
+            self._carry(task, carried)
             self._tasks[task_id] = task
             self._hold_deps(task, self._make_runnable)
         return return_ids if options.num_returns else []
@@ -661,6 +692,7 @@ class EmbeddedBackend(RuntimeCore):
                 task = actor.inflight.pop(task_id, None)
                 if task is not None:
                     self._release_deps(task)
+                    self._uncarry(task)
                     for oid, data in zip(task.return_ids, datas):
                         self._seal(oid, data, kind == "err")
                     if actor.out_of_scope:
@@ -707,6 +739,7 @@ class EmbeddedBackend(RuntimeCore):
         task.state = "FINISHED"
         self._tasks.pop(task.task_id, None)
         self._release_deps(task)
+        self._uncarry(task)
         if len(datas) < len(task.return_ids):
             datas = list(datas) + [datas[-1]] * (len(task.return_ids) - len(datas))
         for oid, data in zip(task.return_ids, datas):
@@ -769,15 +802,16 @@ class EmbeddedBackend(RuntimeCore):
                     self._finish_task(task, [self._error_data(errors.WorkerDied(msg))], True)
             if worker.actor is not None:
                 self._on_actor_process_exit(worker.actor, worker)
+            self._borrow(worker, list(worker.borrowed), -1)  # its handles died with it
             self._dispatch()
 
     # ================================================================== actors
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._register_function(class_key, cls)
-        return self._create_actor(class_key, serialization.dumps((args, kwargs)),
-                                  self._deps_of(args, kwargs), options)
+        ser, carried = self._dumps_args(args, kwargs)
+        return self._create_actor(class_key, ser, self._deps_of(args, kwargs), options, carried)
 
-    def _create_actor(self, key, args_ser, deps, options):
+    def _create_actor(self, key, args_ser, deps, options, carried=()):
         self._check_started()
         self._check_deps_exist(deps)
         with self._lock:
@@ -792,6 +826,7 @@ class EmbeddedBackend(RuntimeCore):
             actor = _Actor(actor_id, key, args_ser, deps, options, self.node.request_units(options.resources))
             actor.options.namespace = namespace
             self._actors[actor_id] = actor
+            self._carry(actor, carried)  # until its constructor ran (then the actor borrows)
             if options.name:
                 self._names[(namespace, options.name)] = actor_id
             self._hold_deps(actor, self._schedule_actor)
@@ -849,6 +884,8 @@ class EmbeddedBackend(RuntimeCore):
             actor = self._actors.get(actor_id)
             if actor is not None and actor.state != "DEAD":
                 actor.state = "ALIVE"
+            if actor is not None:
+                self._uncarry(actor)
 
     def _on_actor_failed(self, worker, actor_id, data):
         with self._lock:
@@ -863,10 +900,11 @@ class EmbeddedBackend(RuntimeCore):
             self._release_actor_resources(actor)
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
-        return self._submit_actor_task(actor_id, method_name, serialization.dumps((args, kwargs)),
-                                       self._deps_of(args, kwargs), options)
+        ser, carried = self._dumps_args(args, kwargs)
+        return self._submit_actor_task(actor_id, method_name, ser, self._deps_of(args, kwargs),
+                                       options, carried)
 
-    def _submit_actor_task(self, actor_id, method_name, args_ser, deps, options):
+    def _submit_actor_task(self, actor_id, method_name, args_ser, deps, options, carried=()):
         self._check_started()
         self._check_deps_exist(deps)
         task_id = self._ids.task(actor_id)
@@ -890,6 +928,7 @@ class EmbeddedBackend(RuntimeCore):
                 obj = self._objects.get(oid)
                 if obj is not None:
                     obj.refs += 1
+            self._carry(task, carried)
             actor.pending.append(task)
             self._flush_actor(actor)
         return return_ids if options.num_returns else []
@@ -1003,6 +1042,7 @@ class EmbeddedBackend(RuntimeCore):
     def _actor_died(self, actor, death, inflight=()):
         actor.state = "DEAD"
         actor.death = death
+        self._uncarry(actor)
         o = actor.options
         if o.name and self._names.get((o.namespace, o.name)) == actor.actor_id:
             del self._names[(o.namespace, o.name)]
@@ -1024,15 +1064,51 @@ class EmbeddedBackend(RuntimeCore):
 
     def _drop_actor_handle(self, actor_id):
         actor = self._actors.get(actor_id)
-        if actor is None:
-            return
-        actor.handles -= 1
-        if actor.handles > 0 or actor.escaped or actor.options.detached or actor.state == "DEAD":
+        if actor is not None:
+            actor.handles -= 1
+            self._check_scope(actor)
+
+    def _check_scope(self, actor):
+        """End a non-detached actor once no handle is left anywhere (lock held), as Ray does."""
+        if (actor.handles > 0 or actor.borrowers > 0 or actor.in_transit > 0 or actor.escaped
+                or actor.options.detached or actor.state == "DEAD"):
             return
         actor.out_of_scope = True
         self._end_if_out_of_scope(actor)
 
+    def _carry(self, record, carried):
+        record.carried = carried
+        for actor_id in carried:
+            actor = self._actors.get(actor_id)
+            if actor is not None:
+                actor.in_transit += 1
+
+    def _uncarry(self, record):
+        carried, record.carried = record.carried, ()
+        for actor_id in carried:
+            actor = self._actors.get(actor_id)
+            if actor is not None:
+                actor.in_transit -= 1
+                self._check_scope(actor)
+
+    def _borrow(self, worker, actor_ids, delta):
+        for actor_id in actor_ids:
+            actor = self._actors.get(actor_id)
+            if actor is None:
+                continue
+            if delta > 0 and actor_id not in worker.borrowed:
+                worker.borrowed.add(actor_id)
+                actor.borrowers += 1
+            elif delta < 0 and actor_id in worker.borrowed:
+                worker.borrowed.discard(actor_id)
+                actor.borrowers -= 1
+                self._check_scope(actor)
+
     def actor_handle_escaped(self, actor_id):
+        carried = _carried_handles.get()
+        if carried is not None:  # pickled into a call's arguments: tracked (see _carry)
+            carried.append(actor_id)
+            return
         with self._lock:
             actor = self._actors.get(actor_id)
             if actor is not None:

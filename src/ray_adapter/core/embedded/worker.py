@@ -47,6 +47,8 @@ class WorkerCore(RuntimeCore):
         self._next = 0
         self._shipped_functions = set()
         self._ref_events = queue.SimpleQueue()
+        self._handle_lock = threading.Lock()
+        self._handle_counts = {}
         threading.Thread(target=self.ref_loop, daemon=True, name="ray-adapter-refs").start()
 
     # -- request/reply -----------------------------------------------------------------------
@@ -135,6 +137,10 @@ class WorkerCore(RuntimeCore):
                             out.append(("decref", target))
                 elif kind == "pin" and target in owned:
                     out.append(("pin", target))
+                elif kind == "h-" and self._handle_dropped(target):
+                    out.append(("unborrow", target))
+                elif kind == "hpin":
+                    out.append(("pin_actor", target))
                 try:
                     event = self._ref_events.get_nowait()
                 except queue.Empty:
@@ -171,14 +177,31 @@ class WorkerCore(RuntimeCore):
     def kill_actor(self, actor_id, no_restart):
         return self._request("kill_actor", actor_id, no_restart)
 
+    # Actor handles: the first handle to an actor in this process registers a borrow with the
+    # driver (sent at once, so it precedes the reply of the call that carried the handle); the
+    # drop of the last one returns it. A handle this worker pickles onward pins its actor.
+
     def add_actor_handle(self, actor_id):
-        return None  # handles that reached a worker have escaped: the driver never scopes them
+        with self._handle_lock:
+            self._handle_counts[actor_id] = self._handle_counts.get(actor_id, 0) + 1
+            first = self._handle_counts[actor_id] == 1
+        if first:
+            self._worker.channel.send(("borrow", [actor_id]))
 
     def remove_actor_handle(self, actor_id):
-        return None
+        self._ref_events.put(("h-", actor_id))  # from a finalizer: queued, not sent here
 
     def actor_handle_escaped(self, actor_id):
-        return None
+        self._ref_events.put(("hpin", actor_id))
+
+    def _handle_dropped(self, actor_id):
+        with self._handle_lock:
+            left = self._handle_counts.get(actor_id, 0) - 1
+            if left > 0:
+                self._handle_counts[actor_id] = left
+                return False
+            self._handle_counts.pop(actor_id, None)
+            return True
 
     def get_named_actor(self, name, namespace):
         return self._request("get_named_actor", name, namespace)
