@@ -7,6 +7,7 @@ one up), each program also runs under it in the same session and the two outputs
 live.
 """
 import os
+import re
 import subprocess
 
 import pytest
@@ -26,7 +27,12 @@ def ray_stdout(path):
     result = subprocess.run([REFERENCE, str(path)], capture_output=True, text=True, timeout=300,
                             cwd=str(REPO), env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    return "".join(l for l in result.stdout.splitlines(True) if "(raylet)" not in l)
+    # The notice can land in the middle of a line the program is printing: cut it out from
+    # its "(raylet)" marker through its own newline, leaving the program's text joined.
+    return _RAYLET_NOTICE.sub("", result.stdout)
+
+
+_RAYLET_NOTICE = re.compile(r"(?:\x1b\[\d+m)?\(raylet\)(?:\x1b\[0m)?[^\n]*\n")
 
 
 def adapter_stdout(path, runtime="embedded"):
