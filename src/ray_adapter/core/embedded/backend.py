@@ -13,7 +13,6 @@ import atexit
 import collections
 import contextvars
 import os
-import queue
 import signal
 import socket
 import subprocess
@@ -28,6 +27,7 @@ from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.resources import NodeResources, detect_accelerators
 from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
+from ray_adapter.core.releases import DeferredReleases
 
 NODE_IP = "127.0.0.1"
 # While the arguments of a submission are serialized, the actor handles pickled into them are
@@ -165,10 +165,7 @@ class EmbeddedBackend(RuntimeCore):
         self._started = False
         self._warned_infeasible = set()
         self._actor_queue = collections.deque()  # actors waiting for resources
-        # Reference drops arrive from __del__ and weakref callbacks, which can run inside any
-        # thread at any allocation, even one holding self._lock: they only enqueue here
-        # (SimpleQueue.put is reentrant) and a dedicated thread applies them under the lock.
-        self._releases = queue.SimpleQueue()
+        self._releases = None  # DeferredReleases, from start(): drops from __del__/finalizers
         self._wakeups = collections.deque()  # waiters of sealed objects still to run (lock held)
         self._waking = False
 
@@ -201,7 +198,7 @@ class EmbeddedBackend(RuntimeCore):
         self._started = True
         self.start_time = time.time()
         atexit.register(self.shutdown)
-        threading.Thread(target=self._release_loop, daemon=True, name="ray-adapter-refs").start()
+        self._releases = DeferredReleases(self._lock)
         # Pre-start one pool worker per CPU off the caller's path, as Ray pre-starts workers.
         prestart = max(1, min(int(total["CPU"]), 8))
         threading.Thread(target=self._prestart, args=(prestart,), daemon=True,
@@ -223,7 +220,7 @@ class EmbeddedBackend(RuntimeCore):
             self._workers.clear()
             self._idle.clear()
         atexit.unregister(self.shutdown)
-        self._releases.put(None)
+        self._releases.close()
         for w in workers:
             w.dead = True
             try:
@@ -284,7 +281,7 @@ class EmbeddedBackend(RuntimeCore):
         worker.task = None
         if worker.dead:
             return
-        limit = int(self.node.total.get("CPU", 0) // 10000) + IDLE_WORKER_SLACK
+        limit = int(self.node.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
         if len(self._idle) >= limit:
             self._retire(worker)
         else:
@@ -420,7 +417,7 @@ class EmbeddedBackend(RuntimeCore):
                 obj.refs += 1
 
     def remove_local_reference(self, object_id):
-        self._releases.put((self._drop_object_ref, object_id))
+        self._releases.put(self._drop_object_ref, object_id)
 
     def _drop_object_ref(self, object_id):
         obj = self._objects.get(object_id)
@@ -428,30 +425,9 @@ class EmbeddedBackend(RuntimeCore):
             obj.refs -= 1
             self._free_if_unused(object_id, obj)
 
-    def _release_loop(self):
-        while True:
-            item = self._releases.get()
-            if item is None:
-                return
-            with self._lock:
-                while item is not None:
-                    release, target = item
-                    try:
-                        release(target)
-                    except Exception:  # never let one bad drop stop every later one
-                        import traceback
-
-                        traceback.print_exc()
-                    try:
-                        item = self._releases.get_nowait()
-                    except queue.Empty:
-                        item = None
-
     def flush_releases(self):
-        """Apply every reference drop queued so far (tests and shutdown use it)."""
-        done = threading.Event()
-        self._releases.put((lambda _: done.set(), None))
-        done.wait(10)
+        """Apply every reference drop queued so far (tests use it)."""
+        self._releases.flush()
 
     def object_escaped(self, object_id):
         obj = self._objects.get(object_id)
@@ -674,14 +650,10 @@ class EmbeddedBackend(RuntimeCore):
         try:
             worker.channel.send(("task", task.task_id, task.key, blob, args, deps,
                                  task.options.num_returns or 1, task.name, env,
-                                 self._assigned(task.units, task.grant), task.grant.get("GPU", [])),
+                                 self.node.amounts(task.units), task.grant.get("GPU", [])),
                                 buffers)
         except OSError:
             pass  # the worker died; its reader reports the exit and the task is retried
-
-    def _assigned(self, units, grant):
-        out = {k: v / 10000 for k, v in units.items()}
-        return out
 
     def _on_done(self, worker, message, buffers):
         _, task_id, kind, results = message
@@ -872,7 +844,7 @@ class EmbeddedBackend(RuntimeCore):
         opts = {"name": actor.options.name, "class_name": actor.options.class_name,
                 "is_async": actor.options.is_async, "max_concurrency": actor.options.max_concurrency,
                 "restart_count": actor.num_restarts, "env_vars": env,
-                "resources": self._assigned(actor.units, actor.grant),
+                "resources": self.node.amounts(actor.units),
                 "gpu_ids": actor.grant.get("GPU", []), "handle_meta": actor.options.handle_meta,
                 "runtime_env": actor.options.runtime_env}
         self._send(worker, ("create_actor", actor.actor_id, actor.key, blob, args, deps, opts), buffers)
@@ -1060,7 +1032,7 @@ class EmbeddedBackend(RuntimeCore):
                 actor.handles += 1
 
     def remove_actor_handle(self, actor_id):
-        self._releases.put((self._drop_actor_handle, actor_id))
+        self._releases.put(self._drop_actor_handle, actor_id)
 
     def _drop_actor_handle(self, actor_id):
         actor = self._actors.get(actor_id)

@@ -34,7 +34,6 @@ class Channel:
         self._pos = 0
         self._fds = collections.deque()
         self._anc = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
-        self.closed = False
 
     # -- sending -----------------------------------------------------------------------------
     def send(self, message, buffers=()):
@@ -108,7 +107,6 @@ class Channel:
         return bytes(out)
 
     def close(self):
-        self.closed = True
         for closer in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
             try:
                 closer()

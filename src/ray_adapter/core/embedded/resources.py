@@ -98,8 +98,12 @@ class NodeResources:
         for k, v in units.items():
             self.available[k] = self.available.get(k, 0) + v
 
+    def amounts(self, units):
+        """``{resource: amount}`` for a request or grant held in units."""
+        return {k: from_units(v) for k, v in units.items()}
+
     def total_dict(self):
-        return {k: from_units(v) for k, v in self.total.items()}
+        return self.amounts(self.total)
 
     def available_dict(self):
         """Free amounts; resources with nothing free are omitted, as in Ray."""

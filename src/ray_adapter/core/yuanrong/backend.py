@@ -27,6 +27,7 @@ import uuid
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
+from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.yuanrong import shell
 
 #: yr resource names for Ray's accelerator resources.
@@ -114,6 +115,7 @@ class YuanrongBackend(RuntimeCore):
         if self._owns_yr:
             with _stdout_to_stderr():  # yr's native init prints notices on stdout
                 yr.init(self._config(options))
+        self._releases = DeferredReleases(self._lock)
         self._started = True
         address = "yr-local" if self.local_mode else self._server_address(options)
         return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
@@ -165,6 +167,7 @@ class YuanrongBackend(RuntimeCore):
             self._objects.clear()
             self._actors.clear()
             self._names.clear()
+        self._releases.close()
         for actor in actors:
             self._terminate(actor)
         if self._owns_yr:
@@ -269,7 +272,9 @@ class YuanrongBackend(RuntimeCore):
                 obj.refs += 1
 
     def remove_local_reference(self, object_id):
-        # Called from __del__: dict operations only, no lock (they are atomic under the GIL).
+        self._releases.put(self._drop_object_ref, object_id)  # from __del__: deferred
+
+    def _drop_object_ref(self, object_id):
         obj = self._objects.get(object_id)
         if obj is not None:
             obj.refs -= 1
@@ -501,7 +506,10 @@ class YuanrongBackend(RuntimeCore):
                 actor.handles += 1
 
     def remove_actor_handle(self, actor_id):
-        # From a finalizer: no lock taken here; ending the actor happens on a helper thread.
+        self._releases.put(self._drop_actor_handle, actor_id)  # from a finalizer: deferred
+
+    def _drop_actor_handle(self, actor_id):
+        # Ending the actor waits for its calls in flight: not here, under the lock.
         actor = self._actors.get(actor_id)
         if actor is None:
             return
