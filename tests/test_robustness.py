@@ -254,10 +254,10 @@ def test_objects_created_in_workers_are_freed(ray):
     assert ray.get(outer.remote(50)) == 51_000
     deadline = time.monotonic() + 10
     backend = core.current()
-    while len(backend._objects) > 0 and time.monotonic() < deadline:
+    while len(backend.objects) > 0 and time.monotonic() < deadline:
         backend.flush_releases()
         time.sleep(0.05)
-    assert len(backend._objects) == 0
+    assert len(backend.objects) == 0
 
 
 DRIVERS = {

@@ -1,8 +1,11 @@
 """Backend-neutral failures raised by the runtime core.
 
-The proxy ``ray`` package maps each onto the Ray exception a Ray user expects; backends raise
-only these, so they never depend on Ray's public surface.
+Backends raise only these, with a structured reason (an enum and the facts behind it: pid,
+exit code, retries); they never write Ray's text. The proxy ``ray`` package
+(:mod:`ray_adapter.ray._private.errors`) turns each into the Ray exception, with Ray's message,
+that a Ray user expects.
 """
+import enum
 
 
 class CoreError(Exception):
@@ -21,7 +24,11 @@ def _rebuild(cls, args, state):
 
 
 class GetTimeout(CoreError):
-    """``get`` did not find every object ready within the timeout."""
+    """``get`` did not find every object ready within ``timeout`` seconds."""
+
+    def __init__(self, timeout=None):
+        super().__init__(timeout)
+        self.timeout = timeout
 
 
 class TaskFailed(CoreError):
@@ -47,25 +54,71 @@ class TaskCancelled(CoreError):
         self.task_id = task_id
 
 
-class WorkerDied(CoreError):
-    """The worker process running a task exited unexpectedly and no retry was left."""
+class WorkerDeath(str, enum.Enum):
+    """Why a task's worker process is gone."""
 
-    def __init__(self, message):
-        super().__init__(message)
-        self.message = message
+    CRASHED = "crashed"            # exited or was killed while running the task
+    SPAWN_FAILED = "spawn_failed"  # no worker process could be started for it
+
+
+class WorkerDied(CoreError):
+    """The worker process running a task is gone and no retry was left.
+
+    ``cause`` is a :class:`WorkerDeath`; ``pid``/``exit_code`` describe the process (None when
+    unknown), ``max_retries`` the task's limit, ``detail`` a short technical note."""
+
+    def __init__(self, task_name, cause, pid=None, exit_code=None, max_retries=None, detail=""):
+        super().__init__(task_name, cause)
+        self.task_name = task_name
+        self.cause = WorkerDeath(cause)
+        self.pid = pid
+        self.exit_code = exit_code
+        self.max_retries = max_retries
+        self.detail = detail
+
+
+class ActorDeath(str, enum.Enum):
+    """Why an actor is dead."""
+
+    KILLED = "killed"                  # ray.kill
+    OUT_OF_SCOPE = "out_of_scope"      # every handle was dropped
+    EXITED = "exited"                  # exit_actor()
+    CRASHED = "crashed"                # its process died and no restart was left
+    CREATION_FAILED = "creation_failed"  # its constructor raised (creation_error)
+    ARGS_FAILED = "args_failed"        # a constructor argument's task failed (creation_error)
+    SPAWN_FAILED = "spawn_failed"      # no worker process could be started for it
+    UNKNOWN = "unknown"                # the runtime does not know the actor (shut down since)
+    TERMINATED = "terminated"          # the backend reports it gone (yuanrong)
 
 
 class ActorDied(CoreError):
-    """The actor is dead (killed, crashed, exited, or its constructor failed).
+    """The actor is dead. ``cause`` is an :class:`ActorDeath`; ``creation_error`` is the
+    :class:`TaskFailed` of a failed constructor or argument; ``pid``/``exit_code`` describe a
+    crashed process; ``detail`` a short technical note."""
 
-    ``creation_error`` is the :class:`TaskFailed` of a failed constructor, if that is why."""
-
-    def __init__(self, actor_id, message, creation_error=None, class_name=None):
-        super().__init__(message)
+    def __init__(self, actor_id, cause, class_name=None, creation_error=None, pid=None,
+                 exit_code=None, detail=""):
+        super().__init__(actor_id, cause)
         self.actor_id = actor_id
-        self.message = message
-        self.creation_error = creation_error
+        self.cause = ActorDeath(cause)
         self.class_name = class_name
+        self.creation_error = creation_error
+        self.pid = pid
+        self.exit_code = exit_code
+        self.detail = detail
+
+
+class ActorUnavailable(CoreError):
+    """A call was in flight when the actor's process died and the actor is restarting: the
+    call may or may not have run. ``restarted_by_kill`` tells ``ray.kill(no_restart=False)``
+    from a crash."""
+
+    def __init__(self, actor_id, pid=None, exit_code=None, restarted_by_kill=False):
+        super().__init__(actor_id)
+        self.actor_id = actor_id
+        self.pid = pid
+        self.exit_code = exit_code
+        self.restarted_by_kill = restarted_by_kill
 
 
 class ActorNameTaken(CoreError):
@@ -93,4 +146,14 @@ class ObjectFreed(CoreError):
 
 
 class NotInitialized(CoreError):
-    """A core call was made before the runtime was started."""
+    """A core call was made before the runtime was started (or after it was shut down)."""
+
+
+class Unserializable(CoreError):
+    """A value could not be serialized: ``what`` says which (an argument, a return value),
+    ``error`` is the serializer's exception as text."""
+
+    def __init__(self, what, error):
+        super().__init__(what, error)
+        self.what = what
+        self.error = error

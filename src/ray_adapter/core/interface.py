@@ -75,6 +75,34 @@ class InitOptions:
 
 
 @dataclass
+class CallContext:
+    """Who is calling the core: the driver, or a task / actor call in a worker.
+
+    ``task_id``/``actor_id`` are None where there is none (the driver has neither);
+    ``assigned_resources`` is ``{name: amount}``; ``gpu_ids`` are device indexes."""
+
+    job_id: bytes
+    node_id: bytes
+    worker_id: bytes
+    namespace: str
+    is_driver: bool = True
+    task_id: Optional[bytes] = None
+    actor_id: Optional[bytes] = None
+    task_name: str = ""
+    actor_name: Optional[str] = None
+    assigned_resources: Dict[str, float] = field(default_factory=dict)
+    gpu_ids: List[int] = field(default_factory=list)
+    was_restarted: bool = False
+    actor_handle_meta: Any = None
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+    node_ip_address: str = "127.0.0.1"
+
+    @property
+    def worker_mode(self):
+        return "driver" if self.is_driver else "worker"
+
+
+@dataclass
 class ActorInfo:
     """What the core knows of a live actor (returned by named lookups)."""
 
@@ -113,6 +141,11 @@ class RuntimeCore(abc.ABC):
     @abc.abstractmethod
     def wait(self, object_ids: List[bytes], num_returns: int, timeout: Optional[float]):
         """``(ready_ids, not_ready_ids)``: the first ``num_returns`` ready ids, in input order."""
+
+    @abc.abstractmethod
+    def object_future(self, object_id: bytes):
+        """A ``concurrent.futures.Future`` set to the object's value (or failed with its core
+        error) once it is ready; no thread is started for it."""
 
     @abc.abstractmethod
     def add_local_reference(self, object_id: bytes) -> None:
@@ -196,11 +229,9 @@ class RuntimeCore(abc.ABC):
         """Free resources now (resources with nothing free are omitted)."""
 
     @abc.abstractmethod
-    def context(self) -> Dict[str, Any]:
-        """The caller's context: ``job_id``, ``node_id``, ``task_id``, ``actor_id`` (bytes or
-        None), ``namespace``, ``worker_mode`` ("driver"/"worker"), ``assigned_resources``,
-        ``gpu_ids``, ``task_name``, ``actor_name``, ``was_restarted``, ``actor_handle_meta``,
-        ``runtime_env``, ``node_ip_address``."""
+    def context(self) -> CallContext:
+        """The caller's :class:`CallContext` (driver, or the task / actor call running in
+        this thread or coroutine)."""
 
     # -- placement groups (resource groups) --------------------------------------------------
     # Part of the contract from the start so backends are shaped for them; a backend that does

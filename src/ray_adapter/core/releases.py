@@ -3,8 +3,10 @@
 Those run inside whatever thread the garbage collector interrupts, possibly one that holds the
 runtime's lock (a deadlock if they waited for it) or one in the middle of updating the same
 counters (a lost update if they did not). So they only enqueue here (``SimpleQueue.put`` is
-reentrant) and one thread applies them under the runtime's lock.
+reentrant) and one thread applies them (under ``lock`` when one is given: a backend whose
+state sits behind one lock passes it; one whose components lock themselves passes none).
 """
+import contextlib
 import queue
 import threading
 import traceback
@@ -13,10 +15,10 @@ _STOP = object()
 
 
 class DeferredReleases:
-    """Runs ``release(target)`` callbacks in order, under ``lock``, on a daemon thread."""
+    """Runs ``release(target)`` callbacks in order, under ``lock`` if given, on a daemon thread."""
 
-    def __init__(self, lock, name="ray-adapter-refs"):
-        self._lock = lock
+    def __init__(self, lock=None, name="ray-adapter-refs"):
+        self._lock = lock if lock is not None else contextlib.nullcontext()
         self._queue = queue.SimpleQueue()
         threading.Thread(target=self._loop, daemon=True, name=name).start()
 

@@ -11,7 +11,7 @@ import types
 
 import cloudpickle
 
-from ray_adapter.core import shm
+from ray_adapter.core import contained, shm
 
 #: Buffers at least this large (bytes) are kept out of band. Zero: every array buffer is, so
 #: every array read back from the store is read-only, as in Ray.
@@ -22,13 +22,17 @@ class Serialized:
     """A serialized value: ``data`` (pickle bytes) and out-of-band ``buffers``.
 
     ``buffers`` are bytes or :class:`shm.ShmBuffer`; ``nbytes`` is the payload size in bytes.
+    ``refs`` / ``handles`` are the ids of the object refs and actor handles pickled inside the
+    value (see :func:`record_ref`), in the order met.
     """
 
-    __slots__ = ("data", "buffers")
+    __slots__ = ("data", "buffers", "refs", "handles")
 
-    def __init__(self, data, buffers=()):
+    def __init__(self, data, buffers=(), refs=(), handles=()):
         self.data = data
         self.buffers = list(buffers)
+        self.refs = list(refs)
+        self.handles = list(handles)
 
     @property
     def nbytes(self):
@@ -36,7 +40,8 @@ class Serialized:
 
     def __reduce_ex__(self, protocol):
         # Nested in another pickle (a reply carrying objects), the buffers stay out of band.
-        return Serialized, (self.data, [pickle.PickleBuffer(shm.as_buffer(b)) for b in self.buffers])
+        return Serialized, (self.data, [pickle.PickleBuffer(shm.as_buffer(b)) for b in self.buffers],
+                            self.refs, self.handles)
 
 
 def _code_reduce_keeping_filename(code):
@@ -59,8 +64,28 @@ def _cloudpickle_dumps(value, buffer_callback=None):
     return out.getvalue()
 
 
+_FAST_TYPES = frozenset((type(None), bool, int, float, str, bytes))
+
+
+def _is_plain(value, depth=0):
+    """True for values plain ``pickle`` handles exactly as cloudpickle would (builtins only),
+    so the much cheaper C pickler can serialize them (most task arguments are such)."""
+    kind = type(value)
+    if kind in _FAST_TYPES:
+        return True
+    if depth > 2:
+        return False
+    if kind is tuple or kind is list:
+        return len(value) <= 16 and all(_is_plain(v, depth + 1) for v in value)
+    if kind is dict:
+        return len(value) <= 16 and all(type(k) is str and _is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
 def dumps(value):
     """Serialize ``value``; returns :class:`Serialized`. Raises what cloudpickle raises."""
+    if _is_plain(value):
+        return Serialized(pickle.dumps(value, protocol=5))
     buffers = []
 
     def keep_in_band(buf):
@@ -74,8 +99,12 @@ def dumps(value):
             buffers.append(bytes(raw))
         return False
 
-    data = _cloudpickle_dumps(value, keep_in_band)
-    return Serialized(data, buffers)
+    found, token = contained.collecting()
+    try:
+        data = _cloudpickle_dumps(value, keep_in_band)
+    finally:
+        contained.done(token)
+    return Serialized(data, buffers, found[0], found[1])
 
 
 def loads(serialized):

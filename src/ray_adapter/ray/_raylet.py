@@ -4,9 +4,8 @@ An ObjectRef holds an object id of the runtime core and one local reference to i
 last ObjectRef of an id is garbage-collected in the driver, the core may free the value, as
 Ray's reference counting does.
 """
-import threading
-
 from ray_adapter import core as _core
+from ray_adapter.core import contained
 
 
 class _BaseID:
@@ -58,7 +57,7 @@ class ObjectRef:
     """A reference to a (possibly not yet computed) object; mirrors ``ray.ObjectRef``.
 
     ``hex()`` is 56 hex digits (28 bytes). Picklable: an ObjectRef serialized into another
-    value keeps its object alive until the runtime shuts down.
+    value (an argument, a stored object) keeps its object alive until the runtime shuts down.
     """
 
     __slots__ = ("_id", "_core", "__weakref__")
@@ -110,7 +109,9 @@ class ObjectRef:
                 pass
 
     def __reduce__(self):
-        if self._core is not None:
+        # Inside a value the runtime serializes, the runtime learns of it with the value;
+        # pickled anywhere else (a user's own pickle), it escapes all tracking.
+        if not contained.record_ref(self._id) and self._core is not None:
             self._core.object_escaped(self._id)
         return _rebuild, (self._id,)
 
@@ -122,21 +123,26 @@ class ObjectRef:
 
     # -- futures -----------------------------------------------------------------------------
     def future(self):
-        """A ``concurrent.futures.Future`` that resolves to the object's value (or error)."""
+        """A ``concurrent.futures.Future`` resolving to the object's value, or failing with the
+        Ray exception ``ray.get`` would raise (mirrors ``ObjectRef.future``). No thread is
+        started: the runtime settles it when the object is sealed."""
         import concurrent.futures
 
-        fut = concurrent.futures.Future()
+        from ray_adapter.ray._private.core_access import core, ray_error, translated
 
-        def resolve():
-            from ray_adapter.ray._private import worker
+        with translated:
+            inner = core().object_future(self._id)
+        outer = concurrent.futures.Future()
 
-            try:
-                fut.set_result(worker.get(self))
-            except BaseException as exc:  # noqa: BLE001 - the error belongs to the future
-                fut.set_exception(exc)
+        def settle(done, ref=self):  # ``ref`` keeps the object alive until then
+            exc = done.exception()
+            if exc is None:
+                outer.set_result(done.result())
+            else:
+                outer.set_exception(ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)
 
-        threading.Thread(target=resolve, daemon=True, name="ray-adapter-future").start()
-        return fut
+        inner.add_done_callback(settle)
+        return outer
 
     def as_future(self):
         """An ``asyncio.Future`` on the running loop resolving to the object's value."""

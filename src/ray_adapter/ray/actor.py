@@ -4,9 +4,10 @@ import weakref
 
 from ray_adapter import core as _core
 from ray_adapter import gaps
-from ray_adapter.core import TaskOptions
+from ray_adapter.core import TaskOptions, contained
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._private.core_access import context_if_started, core as _ensure_core, translated
 from ray_adapter.ray._raylet import ActorID
 from ray_adapter.ray.remote_function import _check_call, _to_core_args, _wrap_returns
 
@@ -98,8 +99,6 @@ class ActorClass:
     def remote(self, *args, **kwargs):
         """Create the actor; returns its handle. A duplicate ``name`` raises
         ``ActorAlreadyExistsError`` here (unless ``get_if_exists=True``)."""
-        from ray_adapter.ray._private.worker import _ensure_core, _raise_core
-
         cls = self.__ray_actor_class__
         _check_call(self, cls, args, kwargs)
         core = _ensure_core()
@@ -108,14 +107,13 @@ class ActorClass:
                 "class_key": self._key}
         opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
-        try:
-            info = core.create_actor(cls, self._key, core_args, core_kwargs, opts)
-        except core_errors.ActorNameTaken as err:
-            from ray_adapter.ray._private.errors import name_taken_error
+        with translated:
+            try:
+                info = core.create_actor(cls, self._key, core_args, core_kwargs, opts)
+            except core_errors.ActorNameTaken as err:
+                from ray_adapter.ray._private.errors import name_taken_error
 
-            raise name_taken_error(err.name, self._default_options.get("namespace")) from None
-        except core_errors.CoreError as err:
-            _raise_core(err)
+                raise name_taken_error(err.name, self._default_options.get("namespace")) from None
         return ActorHandle._from_info(info)
 
     def bind(self, *args, **kwargs):
@@ -191,8 +189,6 @@ class ActorMethod:
         return ActorMethod(self._handle, self._method_name, merged, own_options=True)
 
     def remote(self, *args, **kwargs):
-        from ray_adapter.ray._private.worker import _ensure_core, _raise_core
-
         _check_method_call(self._handle._ray_meta, self._method_name, args, kwargs)
         core = _ensure_core()
         cache = None if self._own_options else self._handle._ray_method_options
@@ -205,11 +201,9 @@ class ActorMethod:
             if cache is not None:
                 cache[self._method_name] = opts
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
-        try:
+        with translated:
             ids = core.submit_actor_task(self._handle._ray_actor_id, self._method_name, core_args,
                                          core_kwargs, opts)
-        except core_errors.CoreError as err:
-            _raise_core(err)
         return _wrap_returns(ids, opts.num_returns, core)
 
     def bind(self, *args, **kwargs):
@@ -259,7 +253,9 @@ class ActorHandle:
         return sorted(set(super().__dir__()) | set(self._ray_meta["methods"] or ()))
 
     def __reduce__(self):
-        if _core.is_started():
+        # Inside a value the runtime serializes, the runtime learns of it with the value;
+        # pickled anywhere else, the actor escapes scope tracking (lives until shutdown).
+        if not contained.record_handle(self._ray_actor_id) and _core.is_started():
             _core.current().actor_handle_escaped(self._ray_actor_id)
         return _rebuild_handle, (self._ray_actor_id, self._ray_meta)
 
@@ -288,9 +284,10 @@ def exit_actor():
     """End the current actor from inside one of its methods (mirrors ``ray.actor.exit_actor``):
     the actor is not restarted and later calls raise ``ActorDiedError``. Raises ``TypeError``
     outside an actor."""
-    if not _core.is_started() or _core.current().context()["actor_id"] is None:
+    ctx = context_if_started()
+    if ctx is None or ctx.actor_id is None:
         raise TypeError("exit_actor API is called on a non-actor worker.")
-    _core.current().exit_current_actor()
+    _ensure_core().exit_current_actor()
 
 
 __getattr__ = gaps.module_getattr("ray.actor")

@@ -4,8 +4,8 @@ import os
 
 from ray_adapter import gaps
 from ray_adapter.core import ArgRef
-from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._private.core_access import core as _ensure_core, translated
 from ray_adapter.ray._raylet import ObjectRef
 
 
@@ -81,8 +81,6 @@ class RemoteFunction:
 
     def remote(self, *args, **kwargs):
         """Submit the task; returns its ObjectRef(s)."""
-        from ray_adapter.ray._private.worker import _ensure_core, _raise_core
-
         _check_call(self, self._function, args, kwargs)
         core = _ensure_core()
         opts = self._core_options
@@ -91,10 +89,8 @@ class RemoteFunction:
                 self._default_options, getattr(self._function, "__name__", "task"))
         # Keep ``args`` bound: it holds the caller's ObjectRefs alive until the core counts them.
         core_args, core_kwargs = _to_core_args(args, kwargs)
-        try:
+        with translated:
             ids = core.submit_task(self._function, self._key, core_args, core_kwargs, opts)
-        except core_errors.CoreError as err:
-            _raise_core(err)
         return _wrap_returns(ids, opts.num_returns, core)
 
     def bind(self, *args, **kwargs):

@@ -1,74 +1,153 @@
-"""Framed, thread-safe messaging over a connected Unix stream socket (driver <-> worker).
+"""Framed messaging over a connected Unix stream socket (driver <-> worker).
 
-A message is a tuple of plain values pickled with the stdlib pickle, followed by zero or more
-buffer frames: small buffers inline, shared-memory buffers (:mod:`ray_adapter.core.shm`) as a
-file descriptor passed with SCM_RIGHTS, so large arrays are never copied through the socket.
+A frame is a message body (bytes, encoded by :mod:`.protocol`) followed by its buffers: small
+ones inline, shared-memory ones (:class:`~ray_adapter.core.shm.ShmBuffer`) as a file
+descriptor passed with SCM_RIGHTS, so large arrays never go through the socket.
+
+Threads: :meth:`Channel.send` / :meth:`Channel.enqueue` may be called from any thread, also
+while the caller holds a component's lock (enqueueing is a list append under the channel's own
+leaf lock, never I/O). The bytes are written by :meth:`Channel.flush`, outside every lock, by
+whichever caller finds no flush under way: frames queued meanwhile by other threads go out in
+the same write (batching), in queue order. :meth:`Channel.recv` is called by one thread only.
 """
 import array
 import collections
-import pickle
 import socket
 import struct
 import threading
 
 from ray_adapter.core.shm import ShmBuffer
 
-_HEADER = struct.Struct("!QI")   # body length, number of buffer frames
-_FRAME = struct.Struct("!BQ")    # frame kind, length
+_HEADER = struct.Struct("!II")   # body length, number of buffers
+_BUF = struct.Struct("!BQ")      # buffer kind, length in bytes
 _INLINE, _SHARED = 0, 1
 _CHUNK = 1 << 16
-_MAX_FDS = 64
+#: Descriptors per sendmsg at most; the receiver's ancillary buffer holds exactly this many.
+MAX_FDS = 32
+_COALESCE = 1 << 18  # join small pieces up to this many bytes into one write
 
 
 class ChannelClosed(EOFError):
     """The peer closed the connection (or died)."""
 
 
+class ProtocolError(ChannelClosed):
+    """The byte stream broke the framing rules (truncated descriptors, a missing fd...)."""
+
+
 class Channel:
-    """One end of a socket pair. ``send`` may be called from any thread; ``recv`` from one."""
+    """One end of a socket pair."""
 
     def __init__(self, sock):
         self.sock = sock
-        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()     # leaf lock: guards _queue, _flushing, _closed
+        self._queue = collections.deque()
+        self._flushing = False
+        self._closed = False
         self._buf = bytearray()
         self._pos = 0
         self._fds = collections.deque()
-        self._anc = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
+        self._anc = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
 
     # -- sending -----------------------------------------------------------------------------
-    def send(self, message, buffers=()):
-        """Send ``message`` (a picklable tuple) and ``buffers`` (bytes-like or ShmBuffer)."""
-        body = pickle.dumps(message, protocol=5)
-        with self._send_lock:
-            self.sock.sendall(_HEADER.pack(len(body), len(buffers)) + body)
-            for buf in buffers:
-                if type(buf) is ShmBuffer:
-                    frame = _FRAME.pack(_SHARED, buf.nbytes)
-                    self.sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                                 array.array("i", [buf.fd]))])
-                else:
-                    view = memoryview(buf).cast("B")
-                    self.sock.sendall(_FRAME.pack(_INLINE, view.nbytes))
-                    self.sock.sendall(view)
+    def enqueue(self, body, buffers=()):
+        """Queue one frame: ``body`` (bytes) and ``buffers`` (bytes-like or ShmBuffer). Never
+        blocks on I/O; call :meth:`flush` after releasing any lock held."""
+        pieces = [_HEADER.pack(len(body), len(buffers)), body]
+        for buf in buffers:
+            if type(buf) is ShmBuffer:
+                pieces.append((_BUF.pack(_SHARED, buf.nbytes), buf))
+            else:
+                view = memoryview(buf).cast("B")
+                pieces.append(_BUF.pack(_INLINE, view.nbytes))
+                pieces.append(view)
+        with self._lock:
+            if not self._closed:
+                self._queue.append(pieces)
+
+    def send(self, body, buffers=()):
+        """:meth:`enqueue` then :meth:`flush`."""
+        self.enqueue(body, buffers)
+        self.flush()
+
+    def flush(self):
+        """Write every queued frame, unless another thread is doing so (it writes ours too).
+        A broken connection drops what is queued; the reader side reports the peer's exit."""
+        while True:
+            with self._lock:
+                if self._flushing or not self._queue:
+                    return
+                self._flushing = True
+                batch = list(self._queue)
+                self._queue.clear()
+            try:
+                self._write(batch)
+            except (OSError, ValueError):
+                with self._lock:
+                    self._closed = True
+                    self._queue.clear()
+            finally:
+                with self._lock:
+                    self._flushing = False
+
+    def _write(self, batch):
+        pending = []
+        size = 0
+        keep = []  # shared buffers stay alive until their descriptor is written
+        for pieces in batch:
+            for piece in pieces:
+                if type(piece) is tuple:  # (frame header, ShmBuffer): the header carries the fd
+                    header, shared = piece
+                    if pending:
+                        self.sock.sendall(b"".join(pending))
+                        pending, size = [], 0
+                    self._send_fd(header, shared.fd)
+                    keep.append(shared)
+                    continue
+                n = len(piece)
+                if n >= _COALESCE:
+                    if pending:
+                        self.sock.sendall(b"".join(pending))
+                        pending, size = [], 0
+                    self.sock.sendall(piece)
+                    continue
+                pending.append(piece)
+                size += n
+                if size >= _COALESCE:
+                    self.sock.sendall(b"".join(pending))
+                    pending, size = [], 0
+        if pending:
+            self.sock.sendall(b"".join(pending))
+
+    def _send_fd(self, header, fd):
+        sent = self.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+        if sent < len(header):
+            self.sock.sendall(header[sent:])
 
     # -- receiving ---------------------------------------------------------------------------
     def recv(self):
-        """Block for the next ``(message, buffers)``; raises ChannelClosed at end of stream."""
+        """Block for the next ``(body, buffers)``; raises ChannelClosed at the end of the
+        stream and ProtocolError for a malformed one. Large inline buffers come back as
+        read-only memoryviews, shared ones as :class:`ShmBuffer`."""
         size, nbuf = _HEADER.unpack(self._read_exact(_HEADER.size))
-        message = pickle.loads(self._read_exact(size))
+        body = self._read_exact(size)
         buffers = []
         for _ in range(nbuf):
-            kind, length = _FRAME.unpack(self._read_exact(_FRAME.size))
+            kind, length = _BUF.unpack(self._read_exact(_BUF.size))
             if kind == _SHARED:
+                if not self._fds:
+                    raise ProtocolError("a shared buffer arrived without its file descriptor")
                 buffers.append(ShmBuffer.from_fd(self._fds.popleft(), length))
-            else:
+            elif kind == _INLINE:
                 buffers.append(self._read_exact(length))
-        return message, buffers
+            else:
+                raise ProtocolError(f"unknown buffer kind {kind}")
+        return body, buffers
 
     def _recv_into(self, view):
         """One recvmsg into ``view``; keeps any descriptors that came with the bytes."""
         try:
-            n, ancdata, _flags, _addr = self.sock.recvmsg_into([view], self._anc)
+            n, ancdata, flags, _addr = self.sock.recvmsg_into([view], self._anc)
         except (OSError, ValueError) as exc:
             raise ChannelClosed(str(exc)) from None
         for level, kind, data in ancdata:
@@ -76,6 +155,8 @@ class Channel:
                 fds = array.array("i")
                 fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
                 self._fds.extend(fds)
+        if flags & socket.MSG_CTRUNC:
+            raise ProtocolError("file descriptors were truncated in transit (MSG_CTRUNC)")
         if n == 0:
             raise ChannelClosed("peer closed the connection")
         return n
@@ -85,6 +166,9 @@ class Channel:
         if have >= n:
             out = bytes(self._buf[self._pos:self._pos + n])
             self._pos += n
+            if self._pos == len(self._buf):
+                self._buf.clear()
+                self._pos = 0
             return out
         out = bytearray(n)
         view = memoryview(out)
@@ -96,19 +180,30 @@ class Channel:
             while filled < n:
                 filled += self._recv_into(view[filled:])
             return memoryview(out).toreadonly()  # read-only, as object payloads must be
+        chunk = bytearray(_CHUNK)
+        chunk_view = memoryview(chunk)
         while filled < n:  # small: read ahead into the shared buffer
-            chunk = bytearray(_CHUNK)
-            got = self._recv_into(memoryview(chunk))
+            got = self._recv_into(chunk_view)
             take = min(got, n - filled)
-            view[filled:filled + take] = chunk[:take]
+            view[filled:filled + take] = chunk_view[:take]
             filled += take
             if got > take:
-                self._buf += chunk[take:got]
+                self._buf += chunk_view[take:got]
         return bytes(out)
 
     def close(self):
+        with self._lock:
+            self._closed = True
+            self._queue.clear()
         for closer in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
             try:
                 closer()
+            except OSError:
+                pass
+        while self._fds:  # descriptors received but never claimed by a frame
+            try:
+                import os
+
+                os.close(self._fds.popleft())
             except OSError:
                 pass

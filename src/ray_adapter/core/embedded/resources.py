@@ -1,4 +1,4 @@
-"""Resource accounting of the embedded runtime's one node.
+"""Resource accounting of one node of the embedded runtime (guarded by the scheduler's lock).
 
 Amounts are kept in integer units of 1/10000 so fractional requests (``num_gpus=0.01``) add and
 subtract exactly, as Ray's fixed-point resource sets do. ``memory`` is in bytes.
@@ -88,6 +88,11 @@ class NodeResources:
         for k, v in units.items():
             self.available[k] = self.available.get(k, 0) - v
         return grant
+
+    def acquire_amounts(self, units):
+        """Take ``units`` without device slots (a lent CPU taken back); may go negative."""
+        for k, v in units.items():
+            self.available[k] = self.available.get(k, 0) - v
 
     def release(self, units, grant):
         for kind, ids in (grant or {}).items():

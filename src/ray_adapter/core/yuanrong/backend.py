@@ -26,7 +26,7 @@ import uuid
 
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.execution import wait_seconds
-from ray_adapter.core.interface import ActorInfo, ArgRef, RuntimeCore
+from ray_adapter.core.interface import ActorInfo, ArgRef, CallContext, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.yuanrong import shell
 
@@ -62,20 +62,30 @@ class _Obj:
 
 
 class _Actor:
+    """An actor of this driver. Created in two steps: its record (reserving its name) under the
+    backend's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
+
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources", "call")
+                 "resources", "call", "created")
 
     def __init__(self, actor_id, proxy, info, detached, resources=None):
         self.resources = dict(resources or {})
-        self.call = proxy.call  # the shell's one method, resolved once (yr builds it per access)
+        self.created = threading.Event()
+        self.proxy = self.call = None
+        if proxy is not None:
+            self.set_proxy(proxy)
         self.actor_id = actor_id
-        self.proxy = proxy
         self.info = info
         self.handles = 0
         self.escaped = False
         self.dead = False
         self.death = None
         self.detached = detached
+
+    def set_proxy(self, proxy):
+        self.proxy = proxy
+        self.call = proxy.call  # the shell's one method, resolved once (yr builds it per access)
+        self.created.set()
 
 
 class YuanrongBackend(RuntimeCore):
@@ -222,16 +232,16 @@ class YuanrongBackend(RuntimeCore):
             try:
                 futures[0].result(timeout)
             except concurrent.futures.TimeoutError:
-                raise errors.GetTimeout(f"Get timed out: some object(s) not ready after {timeout} s.") from None
+                raise errors.GetTimeout(timeout) from None
             except Exception:  # the failure is raised, mapped, by _value below
                 pass
         elif timeout is not None and timeout <= 0:
             if not all(f.done() for f in futures):
-                raise errors.GetTimeout(f"Get timed out: some object(s) not ready after {timeout} s.")
+                raise errors.GetTimeout(timeout)
         else:
             _, pending = concurrent.futures.wait(futures, timeout=timeout)
             if pending:
-                raise errors.GetTimeout(f"Get timed out: some object(s) not ready after {timeout} s.")
+                raise errors.GetTimeout(timeout)
         return [self._value(o) for o in objs]
 
     def wait(self, object_ids, num_returns, timeout):
@@ -240,23 +250,20 @@ class YuanrongBackend(RuntimeCore):
             for oid in object_ids:
                 obj = self._objects.get(oid)
                 futures[oid] = self._future(obj) if obj is not None else None
-        done_event = threading.Event()
-        count = [0]
-        count_lock = threading.Lock()
-
-        def one_done(_):
-            with count_lock:
-                count[0] += 1
-                if count[0] >= num_returns:
-                    done_event.set()
-
-        for f in futures.values():
-            if f is None:
-                one_done(None)
-            else:
-                f.add_done_callback(one_done)
-        if timeout is None or timeout > 0:
-            done_event.wait(wait_seconds(timeout))
+        # concurrent.futures.wait installs its waiter on each future and removes it when it
+        # returns, so polling wait(timeout=0) leaves nothing behind on long-pending futures.
+        pending = {f for f in futures.values() if f is not None and not f.done()}
+        done_count = len(futures) - len(pending)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while done_count < num_returns and pending:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            done, pending = concurrent.futures.wait(
+                pending, timeout=wait_seconds(left), return_when=concurrent.futures.FIRST_COMPLETED)
+            if not done:
+                break
+            done_count += len(done)
         ready, not_ready = [], []
         for oid, f in futures.items():
             if (f is None or f.done()) and len(ready) < num_returns:
@@ -264,6 +271,21 @@ class YuanrongBackend(RuntimeCore):
             else:
                 not_ready.append(oid)
         return ready, not_ready
+
+    def object_future(self, object_id):
+        with self._lock:
+            obj = self._obj(object_id)
+        source = self._future(obj)
+        future = concurrent.futures.Future()
+
+        def settle(_done):
+            try:
+                future.set_result(self._value(obj))
+            except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
+                future.set_exception(exc)
+
+        source.add_done_callback(settle)
+        return future
 
     def add_local_reference(self, object_id):
         with self._lock:
@@ -282,9 +304,10 @@ class YuanrongBackend(RuntimeCore):
                 self._objects.pop(object_id, None)
 
     def object_escaped(self, object_id):
-        obj = self._objects.get(object_id)
-        if obj is not None:
-            obj.refs += 1  # another holder we cannot see: keep it for the session
+        with self._lock:
+            obj = self._objects.get(object_id)
+            if obj is not None:
+                obj.refs += 1  # another holder we cannot see: keep it for the session
 
     # ================================================================== tasks
     def _pack_args(self, args, kwargs):
@@ -387,12 +410,20 @@ class YuanrongBackend(RuntimeCore):
         future = self._future(obj)
         if future.done():
             return
+        task_id = object_id[:ids.TASK_ID_SIZE]
+        if self.local_mode:
+            # yr's local mode loses the worker thread of a cancelled running task and then
+            # schedules later tasks onto it (they never run): never let it cancel. A task that
+            # has not started yet is skipped by the runner; a running one (a thread: it cannot
+            # be interrupted) finishes and its result is dropped.
+            shell.cancel_local(task_id)
+        else:
+            try:
+                self.yr.cancel(obj.ref, allow_force=bool(force), allow_recursive=bool(recursive))
+            except Exception:  # yr cancels stateless tasks only; the ref still fails below
+                pass
         try:
-            self.yr.cancel(obj.ref, allow_force=bool(force), allow_recursive=bool(recursive))
-        except Exception:  # yr cancels stateless tasks only; the ref still fails below
-            pass
-        try:
-            future.set_exception(errors.TaskCancelled(object_id[:ids.TASK_ID_SIZE]))
+            future.set_exception(errors.TaskCancelled(task_id))
         except concurrent.futures.InvalidStateError:
             pass
 
@@ -405,39 +436,47 @@ class YuanrongBackend(RuntimeCore):
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._check_started()
         namespace = options.namespace if options.namespace is not None else self.namespace
-        with self._lock:
+        actor_id = self._ids.actor()
+        info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
+        actor = _Actor(actor_id, None, info, options.detached, options.resources)
+        with self._lock:  # check and reserve the name at once: concurrent creators race here
             if options.name:
                 existing = self._names.get((namespace, options.name))
                 if existing is not None and not self._actors[existing].dead:
                     if options.get_if_exists:
                         return self._actors[existing].info
                     raise errors.ActorNameTaken(options.name, namespace)
-        actor_id = self._ids.actor()
-        packed, dep_indexes, deps = self._pack_args(args, kwargs)
-        env = dict((options.runtime_env or {}).get("env_vars") or {})
-        meta = (actor_id, options.name, options.class_name, options.is_async, env,
-                dict(options.resources), dep_indexes)
-        concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
-        opts = self.invoke_options(
-            options.resources, name=None if self.local_mode else options.name,
-            namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
-            retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
-            runtime_env=options.runtime_env)
-        proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
-        info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
+                self._names[(namespace, options.name)] = actor_id
+            self._actors[actor_id] = actor
+        try:
+            packed, dep_indexes, deps = self._pack_args(args, kwargs)
+            env = dict((options.runtime_env or {}).get("env_vars") or {})
+            meta = (actor_id, options.name, options.class_name, options.is_async, env,
+                    dict(options.resources), dep_indexes)
+            concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
+            opts = self.invoke_options(
+                options.resources, name=None if self.local_mode else options.name,
+                namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
+                retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
+                runtime_env=options.runtime_env)
+            proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
+        except BaseException:
+            with self._lock:
+                self._actors.pop(actor_id, None)
+                if options.name and self._names.get((namespace, options.name)) == actor_id:
+                    del self._names[(namespace, options.name)]
+            actor.dead = True
+            actor.created.set()
+            raise
         if self.local_mode:
             self._hold(options.resources)
-        with self._lock:
-            self._actors[actor_id] = _Actor(actor_id, proxy, info, options.detached, options.resources)
-            if options.name:
-                self._names[(namespace, options.name)] = actor_id
+        actor.set_proxy(proxy)
         return info
 
     def _actor(self, actor_id):
         actor = self._actors.get(actor_id)
         if actor is None:
-            raise errors.ActorDied(actor_id, "The actor is not known to this runtime (it may "
-                                             "belong to a runtime that was shut down).")
+            raise errors.ActorDied(actor_id, errors.ActorDeath.UNKNOWN)
         return actor
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
@@ -445,8 +484,11 @@ class YuanrongBackend(RuntimeCore):
         with self._lock:
             actor = self._actor(actor_id)
         task_id = self._ids.task(actor_id)
-        if actor.dead:
-            return self._failed_returns(task_id, options.num_returns, actor.death)
+        if actor.call is None:
+            actor.created.wait()  # created by another thread a moment ago (get_if_exists)
+        if actor.dead or actor.call is None:
+            return self._failed_returns(task_id, options.num_returns, actor.death or errors.ActorDied(
+                actor_id, errors.ActorDeath.UNKNOWN, actor.info.class_name))
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes)
         try:
@@ -494,9 +536,8 @@ class YuanrongBackend(RuntimeCore):
             for obj in self._objects.values():
                 if obj.actor_id == actor_id:
                     self._future(obj)
-            self._mark_dead(actor, errors.ActorDied(
-                actor_id, "The actor is dead because it was killed by `ray.kill`.",
-                class_name=actor.info.class_name))
+            self._mark_dead(actor, errors.ActorDied(actor_id, errors.ActorDeath.KILLED,
+                                                    actor.info.class_name))
         self._terminate(actor)
 
     def add_actor_handle(self, actor_id):
@@ -530,15 +571,15 @@ class YuanrongBackend(RuntimeCore):
         with self._lock:
             if actor.dead or actor.handles > 0:
                 return
-            self._mark_dead(actor, errors.ActorDied(
-                actor.actor_id, "The actor is dead because all references to the actor were removed.",
-                class_name=actor.info.class_name))
+            self._mark_dead(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE,
+                                                    actor.info.class_name))
         self._terminate(actor)
 
     def actor_handle_escaped(self, actor_id):
-        actor = self._actors.get(actor_id)
-        if actor is not None:
-            actor.escaped = True
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            if actor is not None:
+                actor.escaped = True
 
     def get_named_actor(self, name, namespace):
         ns = namespace if namespace is not None else self.namespace
@@ -583,9 +624,8 @@ class YuanrongBackend(RuntimeCore):
         with self._lock:
             actor = self._actors.get(actor_id)
             if actor is not None:
-                self._mark_dead(actor, errors.ActorDied(
-                    actor_id, "The actor is dead because it exited intentionally (exit_actor).",
-                    class_name=actor.info.class_name))
+                self._mark_dead(actor, errors.ActorDied(actor_id, errors.ActorDeath.EXITED,
+                                                        actor.info.class_name))
         if actor is not None:
             threading.Thread(target=self._terminate, args=(actor,), daemon=True).start()
         raise SystemExit(0)  # unwinds the method; the shell answers the call with None
@@ -648,17 +688,13 @@ class YuanrongBackend(RuntimeCore):
         meta = None
         if actor_id is not None and actor_id in self._actors:
             meta = self._actors[actor_id].info.handle_meta
-        return {
-            "job_id": self.job_id, "node_id": self.node_id,
-            "task_id": task_id if in_call else None, "actor_id": actor_id,
-            "namespace": self.namespace, "worker_mode": "worker" if in_call else "driver",
-            "worker_id": self.worker_id,
-            "assigned_resources": {k: float(v) for k, v in resources.items()} if in_call else {},
-            "gpu_ids": [],
-            "task_name": task_name, "actor_name": actor_name, "was_restarted": False,
-            "actor_handle_meta": meta, "runtime_env": self.runtime_env,
-            "node_ip_address": self._node_ip(),
-        }
+        return CallContext(
+            job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
+            namespace=self.namespace, is_driver=not in_call,
+            task_id=task_id if in_call else None, actor_id=actor_id, task_name=task_name,
+            actor_name=actor_name,
+            assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
+            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip())
 
     def _node_ip(self):
         if self.local_mode:
@@ -682,7 +718,7 @@ class YuanrongBackend(RuntimeCore):
         if name == "CancelError":
             return errors.TaskCancelled(None)
         if actor_id is not None and "terminated" in str(exc):
-            return errors.ActorDied(actor_id, f"The actor is dead: {exc}")
+            return errors.ActorDied(actor_id, errors.ActorDeath.TERMINATED, detail=str(exc))
         cause = getattr(exc, "cause", None) or exc
         return errors.TaskFailed(cause, str(exc), "yr", os.getpid(), "127.0.0.1", cause_repr=repr(cause))
 

@@ -10,6 +10,7 @@ import contextvars
 import inspect
 import threading
 
+from ray_adapter import core
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.execution import apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
@@ -52,16 +53,29 @@ def load_args(packed_args, dep_indexes, deps):
     return args, kwargs, None
 
 
+def _dumps(value):
+    """Serialize ``value``; refs and handles inside it escape this backend's tracking (they
+    may be read in another process): they are kept until shutdown."""
+    ser = serialization.dumps(value)
+    if (ser.refs or ser.handles) and core.is_started():
+        current = core.current()
+        for object_id in ser.refs:
+            current.object_escaped(object_id)
+        for actor_id in ser.handles:
+            current.actor_handle_escaped(actor_id)
+    return ser
+
+
 def pack(value):
     """A value as it crosses yr: serialized by the adapter (so readers get copies and
     read-only arrays, as in Ray) unless it is immutable and needs no copy."""
-    return value if serialization.is_immutable(value) else serialization.dumps(value)
+    return value if serialization.is_immutable(value) else _dumps(value)
 
 
 def pack_args(args, kwargs):
     """``(args, kwargs)`` as they cross yr; top-level ArgRef placeholders need no copy."""
     if kwargs or not all(type(a) is ArgRef or serialization.is_immutable(a) for a in args):
-        return serialization.dumps((args, kwargs))
+        return _dumps((args, kwargs))
     return args
 
 
@@ -85,10 +99,40 @@ def result_box(result, num_returns):
     return Box(True, [pack(v) for v in split_returns(result, num_returns)])
 
 
+# Local mode (tasks are threads of the driver): tasks cancelled before they started.
+_cancel_lock = threading.Lock()
+_cancelled_local = set()
+_started_local = set()
+
+
+def cancel_local(task_id):
+    """Local mode: skip task ``task_id`` when it comes to run (True if it had not started)."""
+    with _cancel_lock:
+        if task_id in _started_local:
+            return False
+        _cancelled_local.add(task_id)
+        return True
+
+
 def run_task(function, meta, packed_args, deps):
     """Run one task inside Yuanrong; returns its Box. Exceptions named by the task's
     ``retry_exceptions`` are retried here, up to ``max_retries`` times."""
     task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes = meta
+    with _cancel_lock:
+        if task_id in _cancelled_local:
+            _cancelled_local.discard(task_id)
+            return Box(False, errors.TaskCancelled(task_id))
+        _started_local.add(task_id)
+    try:
+        return _run_task(function, task_id, name, num_returns, env_vars, resources, retry_on,
+                         retries, dep_indexes, packed_args, deps)
+    finally:
+        with _cancel_lock:
+            _started_local.discard(task_id)
+
+
+def _run_task(function, task_id, name, num_returns, env_vars, resources, retry_on, retries,
+              dep_indexes, packed_args, deps):
     args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
     if failed is not None:
         return failed
@@ -163,13 +207,10 @@ class ActorShell:
     def call(self, meta, packed_args, *deps):
         method_name, task_id, name, num_returns, dep_indexes = meta
         if self.exited:
-            return Box(False, errors.ActorDied(
-                self.actor_id, "The actor is dead because it exited intentionally (exit_actor).",
-                class_name=self.class_name))
+            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name))
         if self.init_error is not None:
-            return Box(False, errors.ActorDied(
-                self.actor_id, "The actor died because of an error raised in its creation task.",
-                creation_error=self.init_error, class_name=self.class_name))
+            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.CREATION_FAILED,
+                                               self.class_name, creation_error=self.init_error))
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
         if failed is not None:
             return failed
@@ -187,9 +228,7 @@ class ActorShell:
             return result_box(result, num_returns)
         except SystemExit:
             self.exited = True  # exit_actor() or sys.exit(): this call reports the death
-            return Box(False, errors.ActorDied(
-                self.actor_id, "The actor is dead because it exited intentionally (exit_actor).",
-                class_name=self.class_name))
+            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name))
         except BaseException as exc:  # noqa: BLE001
             return Box(False, task_failure(exc, name, self.class_name))
         finally:

@@ -1,9 +1,24 @@
-"""Mapping from the runtime core's neutral errors to the Ray exceptions users catch."""
+"""From the runtime core's neutral errors to the Ray exceptions users catch, with Ray's text.
+
+Backends report *why* (an enum and facts: pid, exit code, retries); the messages are written
+here, once, in Ray 2.60's shape.
+"""
 from ray_adapter.core import errors as core_errors
-from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError, GetTimeoutError,
-                                        ObjectFreedError, RaySystemError, RayTaskError,
-                                        TaskCancelledError, UnserializableException,
-                                        WorkerCrashedError)
+from ray_adapter.core.errors import ActorDeath, WorkerDeath
+from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
+                                        ActorUnavailableError, GetTimeoutError, ObjectFreedError,
+                                        RaySystemError, RayTaskError, TaskCancelledError,
+                                        UnserializableException, WorkerCrashedError)
+
+_ACTOR_DEATH_TEXT = {
+    ActorDeath.KILLED: "The actor is dead because it was killed by `ray.kill`.",
+    ActorDeath.OUT_OF_SCOPE: "The actor is dead because all references to the actor were removed.",
+    ActorDeath.EXITED: ("The actor is dead because its worker process has died. Worker exit type: "
+                        "INTENDED_USER_EXIT Worker exit detail: the actor called exit_actor(); "
+                        "it exits with code 0."),
+    ActorDeath.UNKNOWN: ("The actor is dead: it is not known to this runtime (it may belong to a "
+                         "runtime that was shut down)."),
+}
 
 
 def _task_error(err):
@@ -30,23 +45,63 @@ def name_taken_error(name, namespace_option):
         f"name or get the existing actor using ray.get_actor('{name}', namespace='{namespace_option}')")
 
 
+def _hex(value):
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def actor_death_text(err):
+    """Ray's ``ActorDiedError`` text for an :class:`ActorDied` (not a creation failure)."""
+    if err.cause is ActorDeath.CRASHED:
+        reason = ("The actor is dead because its worker process has died. Worker exit type: "
+                  f"SYSTEM_ERROR Worker exit detail: the worker process (pid={err.pid}) exited "
+                  f"unexpectedly with exit code {err.exit_code}.")
+    elif err.cause is ActorDeath.SPAWN_FAILED:
+        reason = f"The actor is dead because no worker process could be started for it: {err.detail}"
+    elif err.cause is ActorDeath.TERMINATED:
+        reason = f"The actor is dead: {err.detail}" if err.detail else "The actor is dead."
+    else:
+        reason = _ACTOR_DEATH_TEXT.get(err.cause, "The actor is dead.")
+    lines = [ActorDiedError.BASE_ERROR_MSG]
+    if err.class_name:
+        lines.append(f"\tclass_name: {err.class_name}")
+    lines.append(f"\tactor_id: {_hex(err.actor_id)}")
+    if err.pid is not None:
+        lines.append(f"\tpid: {err.pid}")
+    lines.append(reason)
+    return "\n".join(lines)
+
+
+def _worker_crash_text(err):
+    if err.cause is WorkerDeath.SPAWN_FAILED:
+        return (f"The worker died unexpectedly while executing this task: no worker process could "
+                f"be started for task {err.task_name!r} ({err.detail}).")
+    return ("The worker died unexpectedly while executing this task (task "
+            f"{err.task_name!r}, pid={err.pid}, exit code {err.exit_code}; no retries were left: "
+            f"max_retries={err.max_retries}).")
+
+
 def from_core_error(err):
     """The Ray exception for a :class:`ray_adapter.core.errors.CoreError`."""
     if isinstance(err, core_errors.TaskFailed):
         return _task_error(err)
     if isinstance(err, core_errors.GetTimeout):
-        return GetTimeoutError(str(err))
+        return GetTimeoutError(f"Get timed out: some object(s) not ready after {err.timeout} seconds.")
     if isinstance(err, core_errors.TaskCancelled):
         return TaskCancelledError(err.task_id.hex() if err.task_id else None)
     if isinstance(err, core_errors.WorkerDied):
-        return WorkerCrashedError(err.message)
+        return WorkerCrashedError(_worker_crash_text(err))
     if isinstance(err, core_errors.ActorDied):
         if err.creation_error is not None:
             exc = ActorDiedError(from_core_error(err.creation_error))
         else:
-            exc = ActorDiedError(err.message)
-        exc.actor_id = err.actor_id.hex() if isinstance(err.actor_id, bytes) else err.actor_id
+            exc = ActorDiedError(actor_death_text(err))
+        exc.actor_id = _hex(err.actor_id)
         return exc
+    if isinstance(err, core_errors.ActorUnavailable):
+        detail = ("IOError: the actor was restarted by ray.kill(no_restart=False)" if err.restarted_by_kill
+                  else f"IOError: the actor's worker process (pid={err.pid}) died with exit code "
+                       f"{err.exit_code} and the actor is restarting")
+        return ActorUnavailableError(f"The actor is temporarily unavailable: {detail}", err.actor_id)
     if isinstance(err, core_errors.ActorNameTaken):
         return name_taken_error(err.name, err.namespace)
     if isinstance(err, core_errors.ActorNotFound):
@@ -55,7 +110,7 @@ def from_core_error(err):
                           "named actor died. 3. You did not use a namespace matching the "
                           f"namespace of the actor (namespace={err.namespace}).")
     if isinstance(err, core_errors.ObjectFreed):
-        return ObjectFreedError(err.object_id.hex() if isinstance(err.object_id, bytes) else err.object_id)
+        return ObjectFreedError(_hex(err.object_id))
     if isinstance(err, core_errors.NotInitialized):
         return RaySystemError(str(err))
     return RaySystemError(repr(err))

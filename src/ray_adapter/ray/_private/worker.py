@@ -10,10 +10,9 @@ import threading
 from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
 from ray_adapter.core import InitOptions
-from ray_adapter.core import errors as core_errors
-from ray_adapter.ray import exceptions
-from ray_adapter.ray._private.errors import from_core_error
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._private.core_access import context_if_started, translated
+from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._raylet import ObjectRef
 
 SCRIPT_MODE = 0
@@ -55,9 +54,10 @@ class _GlobalWorker:
 
     @property
     def mode(self):
-        if not _core.is_started():
+        ctx = context_if_started()
+        if ctx is None:
             return None
-        return WORKER_MODE if _core.current().context()["worker_mode"] == "worker" else SCRIPT_MODE
+        return SCRIPT_MODE if ctx.is_driver else WORKER_MODE
 
     @property
     def connected(self):
@@ -65,30 +65,17 @@ class _GlobalWorker:
 
     @property
     def namespace(self):
-        return _core.current().context()["namespace"]
+        return _ensure_core().context().namespace
 
     @property
     def current_job_id(self):
         from ray_adapter.ray._raylet import JobID
 
-        return JobID(_core.current().context()["job_id"])
+        return JobID(_ensure_core().context().job_id)
 
 
 global_worker = _GlobalWorker()
 _context = None
-
-
-def _raise_core(err):
-    raise from_core_error(err) from None
-
-
-def _ensure_core():
-    """The running core; starts the runtime first if nobody called ``ray.init()``, as Ray does."""
-    if not _core.is_started():
-        with _init_lock:
-            if not _core.is_started():
-                init()
-    return _core.current()
 
 
 def is_initialized():
@@ -187,7 +174,8 @@ def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
     exits and every object is freed. A no-op when not initialized or inside a worker."""
     global _context
     with _init_lock:
-        if _core.is_started() and _core.current().context()["worker_mode"] == "worker":
+        ctx = context_if_started()
+        if ctx is not None and not ctx.is_driver:
             return
         _core.shutdown()
         _context = None
@@ -220,13 +208,8 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     if timeout is not None and timeout < 0:
         raise ValueError(f"'timeout' must be a non-negative number, got {timeout}.")
     core = _ensure_core()
-    try:
+    with translated:
         values = core.get([r._id for r in refs], timeout)
-    except core_errors.GetTimeout:
-        raise exceptions.GetTimeoutError(
-            f"Get timed out: some object(s) not ready after {timeout} seconds.") from None
-    except core_errors.CoreError as err:
-        _raise_core(err)
     return values[0] if single else values
 
 
@@ -238,7 +221,9 @@ def put(value, *, _owner=None, _tensor_transport=None):
             "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
             "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
     core = _ensure_core()
-    return ObjectRef(core.put(value), core, _add_ref=False)  # put counted the caller's reference
+    with translated:
+        object_id = core.put(value)
+    return ObjectRef(object_id, core, _add_ref=False)  # put counted the caller's reference
 
 
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
@@ -273,10 +258,8 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
                          "provided to ray.wait.")
     core = _ensure_core()
     by_id = {r._id: r for r in ray_waitables}
-    try:
+    with translated:
         ready, not_ready = core.wait(list(by_id), num_returns, timeout)
-    except core_errors.CoreError as err:
-        _raise_core(err)
     return [by_id[i] for i in ready], [by_id[i] for i in not_ready]
 
 
@@ -289,10 +272,8 @@ def cancel(ray_waitable, *, force=False, recursive=True):
     if force and ray_waitable._id[8:20] != b"\xff" * 12:  # the id names an actor: an actor task
         raise ValueError("force=True is not supported for actor tasks.")
     core = _ensure_core()
-    try:
+    with translated:
         core.cancel(ray_waitable._id, force, recursive)
-    except core_errors.CoreError as err:
-        _raise_core(err)
 
 
 def kill(actor, *, no_restart=True):
@@ -304,7 +285,8 @@ def kill(actor, *, no_restart=True):
         raise ValueError("ray.kill() only supported for actors. For tasks, try ray.cancel(). "
                          f"Got: {type(actor)}.")
     core = _ensure_core()
-    core.kill_actor(actor._ray_actor_id, no_restart)
+    with translated:
+        core.kill_actor(actor._ray_actor_id, no_restart)
 
 
 def get_actor(name, namespace=None):
@@ -316,16 +298,17 @@ def get_actor(name, namespace=None):
         raise ValueError("Please supply a non-empty value to get_actor")
     if namespace is not None and (not isinstance(namespace, str) or not namespace):
         raise ValueError("namespace must be None or a non-empty string.")
+    from ray_adapter.core import errors as core_errors
+
     core = _ensure_core()
-    try:
-        info = core.get_named_actor(name, namespace)
-    except core_errors.ActorNotFound:
-        raise ValueError(
-            f"Failed to look up actor with name '{name}'. This could because 1. You are trying to "
-            "look up a named actor you didn't create. 2. The named actor died. 3. You did not use "
-            "a namespace matching the namespace of the actor.") from None
-    except core_errors.CoreError as err:
-        _raise_core(err)
+    with translated:
+        try:
+            info = core.get_named_actor(name, namespace)
+        except core_errors.ActorNotFound:
+            raise ValueError(
+                f"Failed to look up actor with name '{name}'. This could because 1. You are "
+                "trying to look up a named actor you didn't create. 2. The named actor died. "
+                "3. You did not use a namespace matching the namespace of the actor.") from None
     return ActorHandle._from_info(info)
 
 
@@ -333,7 +316,9 @@ def nodes():
     """One dict per node, with Ray's keys (mirrors ``ray.nodes``)."""
     core = _ensure_core()
     out = []
-    for n in core.nodes():
+    with translated:
+        found = core.nodes()
+    for n in found:
         out.append({
             "NodeID": n["node_id"],
             "Alive": n["alive"],
@@ -360,18 +345,19 @@ def nodes():
 def cluster_resources():
     """Total resources of the cluster, ``{name: amount}`` (mirrors ``ray.cluster_resources``);
     ``memory`` and ``object_store_memory`` are in bytes."""
-    return _ensure_core().cluster_resources()
+    with translated:
+        return _ensure_core().cluster_resources()
 
 
 def available_resources():
     """Resources free now (mirrors ``ray.available_resources``); a resource with nothing
     free is omitted, as in Ray."""
-    return _ensure_core().available_resources()
+    with translated:
+        return _ensure_core().available_resources()
 
 
 def get_gpu_ids():
     """GPU ids assigned to the current task or actor (mirrors ``ray.get_gpu_ids``); ``[]`` in
     the driver."""
-    if not _core.is_started():
-        return []
-    return list(_core.current().context()["gpu_ids"])
+    ctx = context_if_started()
+    return list(ctx.gpu_ids) if ctx is not None else []

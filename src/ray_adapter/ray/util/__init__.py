@@ -6,19 +6,19 @@ from ray_adapter.ray.util.actor_pool import ActorPool
 def get_node_ip_address(address="8.8.8.8:53"):
     """The IP address of the node this process runs on (mirrors ``ray.util.get_node_ip_address``).
     The embedded runtime's one node is ``127.0.0.1``; ``address`` is accepted for compatibility."""
-    from ray_adapter import core
+    from ray_adapter.ray._private.core_access import context_if_started
 
-    if not core.is_started():
-        return "127.0.0.1"
-    return core.current().context()["node_ip_address"]
+    ctx = context_if_started()
+    return ctx.node_ip_address if ctx is not None else "127.0.0.1"
 
 
 def list_named_actors(all_namespaces=False):
     """Names of live named actors in the current namespace, or ``[{"name", "namespace"}]`` dicts
     for every namespace when ``all_namespaces`` (mirrors ``ray.util.list_named_actors``)."""
-    from ray_adapter.ray._private.worker import _ensure_core
+    from ray_adapter.ray._private.core_access import core, translated
 
-    entries = _ensure_core().list_named_actors(all_namespaces)
+    with translated:
+        entries = core().list_named_actors(all_namespaces)
     if all_namespaces:
         return entries
     return [e["name"] for e in entries]

@@ -1,0 +1,458 @@
+"""Actors: creation, placement, method calls in order, restarts, death and names.
+
+Life of an actor (:class:`ActorState`)::
+
+    DEPENDENCIES_UNREADY --args sealed--> PENDING_CREATION --constructor ran--> ALIVE
+    ALIVE/PENDING_CREATION --process died, restarts left--> RESTARTING --placed--> ...
+    any --kill / crash without restarts / exit_actor / out of scope--> DEAD
+
+Calls are queued per actor in arrival order (which keeps each caller's submission order) and
+sent while the head call's arguments are ready; they are pipelined behind the constructor.
+A call in flight when the process dies is retried after the restart if ``max_task_retries``
+allows, else it fails with ActorUnavailable (restarting) or ActorDied (dead), as in Ray.
+
+Handle scope (when a non-detached actor ends) lives in :mod:`.actor_scope`; names here.
+
+Thread-safety: ``ActorManager._lock`` guards every actor and call record, the name table and
+the ``actor`` field of worker handles. It is held for state changes and for queueing messages
+on a worker's channel (the object table's lock may be taken under it, never the reverse);
+registrations with the object table, scheduler calls, spawning, writes and kills happen after
+it is released.
+"""
+import enum
+import os
+import pickle
+import signal
+import threading
+
+from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.actor_scope import ActorScope
+from ray_adapter.core.embedded.pool import WorkerState
+from ray_adapter.core.embedded.protocol import Dep, to_payload
+from ray_adapter.core.embedded.resources import to_units
+from ray_adapter.core.embedded.scheduler import Demand
+from ray_adapter.core.embedded.tasks import device_env
+from ray_adapter.core.interface import ActorInfo
+
+
+class ActorState(enum.Enum):
+    DEPENDENCIES_UNREADY = "DEPENDENCIES_UNREADY"
+    PENDING_CREATION = "PENDING_CREATION"
+    ALIVE = "ALIVE"
+    RESTARTING = "RESTARTING"
+    DEAD = "DEAD"
+
+
+class CallRecord:
+    __slots__ = ("task_id", "actor", "method", "args", "deps", "carried", "num_returns", "name",
+                 "return_ids", "retries_left", "waiting")
+
+    def __init__(self, task_id, actor, method, args, deps, carried, num_returns, name, return_ids):
+        self.task_id = task_id
+        self.actor = actor
+        self.method = method
+        self.args = args
+        self.deps = deps
+        self.carried = carried
+        self.num_returns = num_returns
+        self.name = name
+        self.return_ids = return_ids
+        self.retries_left = actor.options.max_task_retries if actor is not None else 0
+        self.waiting = False  # a callback waits for its arguments (it heads the queue)
+
+
+class ActorRecord:
+    __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
+                 "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
+                 "death", "kill_restart", "meta_blob", "env_blob", "scope")
+
+    def __init__(self, actor_id, key, args, deps, carried, options):
+        import collections
+
+        self.actor_id = actor_id
+        self.key = key
+        self.args = args
+        self.deps = deps
+        self.carried = carried
+        self.options = options
+        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
+        self.state = ActorState.DEPENDENCIES_UNREADY
+        self.worker = None
+        self.grant = None
+        self.pending = collections.deque()
+        self.inflight = {}
+        self.restarts_left = options.max_restarts
+        self.num_restarts = 0
+        self.death = None
+        self.kill_restart = False  # the next process exit is ray.kill(no_restart=False)
+        self.meta_blob = pickle.dumps(options.handle_meta)
+        self.env_blob = pickle.dumps(options.runtime_env or {})
+        self.scope = None
+
+    def info(self):
+        o = self.options
+        return ActorInfo(self.actor_id, o.name, o.namespace, o.class_name, o.handle_meta, self.state.value)
+
+
+class ActorManager:
+    def __init__(self, rt):
+        self.rt = rt
+        self._lock = threading.Lock()
+        self._actors = {}
+        self._calls = {}   # task id -> CallRecord, while not finished
+        self._names = {}   # (namespace, name) -> actor id
+        self.scope = ActorScope(self, self._lock)
+
+    # -- creation ----------------------------------------------------------------------------
+    def create(self, key, args, deps, options, carried=()):
+        """Create an actor; returns its ActorInfo. Raises ActorNameTaken (unless
+        ``get_if_exists``: the existing actor's info) and ObjectFreed for a gone argument."""
+        rt = self.rt
+        namespace = options.namespace if options.namespace is not None else rt.namespace
+        options.namespace = namespace
+        name_key = (namespace, options.name) if options.name else None
+        with self._lock:
+            existing = self._names.get(name_key) if name_key else None
+            if existing is None:
+                actor = ActorRecord(rt.ids.actor(), key, args, deps, carried, options)
+                actor.scope = self.scope.new_state(options.detached)
+                self._actors[actor.actor_id] = actor
+                if name_key:
+                    self._names[name_key] = actor.actor_id
+            else:
+                existing_info = self._actors[existing].info()
+        if existing is not None:
+            if options.get_if_exists:
+                return existing_info
+            raise errors.ActorNameTaken(options.name, namespace)
+        if deps:
+            try:
+                rt.objects.hold(deps)
+            except errors.ObjectFreed:
+                with self._lock:
+                    self._actors.pop(actor.actor_id, None)
+                    if name_key and self._names.get(name_key) == actor.actor_id:
+                        del self._names[name_key]
+                raise
+        self.scope.carry(carried)  # until its constructor ran (then the actor borrows them)
+        if deps:
+            rt.objects.when_ready(deps, lambda ok, a=actor: self._deps_ready(a, ok))
+        else:
+            self._deps_ready(actor, True)
+        return actor.info()
+
+    def _deps_ready(self, actor, ok):
+        if not ok:
+            return
+        rt = self.rt
+        failed = rt.objects.first_error(actor.deps) if actor.deps else None
+        if failed is not None:
+            self.die(actor, errors.ActorDied(
+                actor.actor_id, errors.ActorDeath.ARGS_FAILED, actor.options.class_name,
+                creation_error=serialization.loads(failed)))
+            return
+        with self._lock:
+            if actor.state is not ActorState.DEPENDENCIES_UNREADY:
+                return
+            actor.state = ActorState.PENDING_CREATION
+        self._place(actor)
+
+    def _place(self, actor):
+        rt = self.rt
+        if actor.units and not rt.scheduler.feasible(actor.units):
+            rt.warn_infeasible(actor.options.class_name, actor.options.resources)
+        grant = rt.scheduler.submit(Demand(lambda g, a=actor: self._start(a, g), actor.units))
+        if grant is not None:
+            self._start(actor, grant)
+
+    def _start(self, actor, grant):
+        rt = self.rt
+        if actor.state is ActorState.DEAD:
+            rt.scheduler.run(rt.scheduler.release(grant))
+            return
+        try:
+            worker = rt.pool.take(grant.node)
+        except Exception as exc:  # no process could be started
+            rt.scheduler.run(rt.scheduler.release(grant))
+            self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED,
+                                             actor.options.class_name, detail=repr(exc)))
+            return
+        buffers = []
+        args = to_payload(actor.args, buffers)
+        deps = [Dep(oid, to_payload(data, buffers))
+                for oid, (data, _) in zip(actor.deps, rt.objects.values(actor.deps))]
+        env = dict((actor.options.runtime_env or {}).get("env_vars") or {})
+        env.update(device_env(grant.devices))
+        o = actor.options
+        message = protocol.CreateActor(
+            actor.actor_id, actor.key, args, deps, o.name, o.class_name, o.is_async,
+            o.max_concurrency, actor.num_restarts, env, grant.amounts(),
+            list(grant.devices.get("GPU", ())), actor.meta_blob, actor.env_blob)
+        with self._lock:
+            dead = actor.state is ActorState.DEAD
+            if not dead:
+                actor.worker, actor.grant = worker, grant
+                worker.actor = actor
+                worker.state = WorkerState.ACTOR
+                worker.register(actor.key, rt.functions[actor.key])
+                worker.enqueue(message, buffers)
+        if dead:
+            rt.pool.put_back(worker)
+            rt.scheduler.run(rt.scheduler.release(grant))
+            return
+        self._flush(actor)  # calls are pipelined behind the constructor
+
+    def on_ready(self, worker, message):
+        with self._lock:
+            actor = worker.actor
+            if actor is None or actor.actor_id != message.actor_id:
+                return
+            if actor.state is not ActorState.DEAD:
+                actor.state = ActorState.ALIVE
+            carried, actor.carried = actor.carried, ()
+        self.scope.uncarry(carried)
+
+    def on_failed(self, worker, message, buffers):
+        actor = worker.actor
+        if actor is None or actor.actor_id != message.actor_id:
+            return
+        cause = serialization.loads(protocol.from_payload(message.error, buffers))
+        self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.CREATION_FAILED,
+                                         actor.options.class_name, creation_error=cause))
+
+    # -- calls -------------------------------------------------------------------------------
+    def submit_call(self, actor_id, method, args, deps, name, num_returns, carried=()):
+        """Queue a method call; returns its return ids (``[]`` for ``num_returns=0``)."""
+        rt = self.rt
+        task_id = rt.ids.task(actor_id)
+        return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
+        if deps:
+            rt.objects.hold(deps)
+        rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            call = CallRecord(task_id, actor, method, args, deps, carried, num_returns, name, return_ids)
+            dead = actor is None or actor.state is ActorState.DEAD
+            if not dead:
+                self._calls[task_id] = call
+                actor.pending.append(call)
+                self.scope.carry_locked(carried)
+        if dead:
+            death = actor.death if actor is not None else errors.ActorDied(actor_id, errors.ActorDeath.UNKNOWN)
+            self._finish_call(call, [rt.error_data(death)], True)
+        else:
+            self._flush(actor)
+        return return_ids if num_returns else []
+
+    def _flush(self, actor):
+        """Send queued calls in order while the head call's arguments are ready."""
+        rt = self.rt
+        failed_calls = []
+        wait_for = None
+        with self._lock:
+            worker = actor.worker
+            if worker is None or actor.state is ActorState.DEAD:
+                return
+            while actor.pending:
+                call = actor.pending[0]
+                if call.deps and not all(rt.objects.ready_flags(call.deps)):
+                    if not call.waiting:
+                        call.waiting = True
+                        wait_for = call
+                    break
+                actor.pending.popleft()
+                call.waiting = False
+                failed = rt.objects.first_error(call.deps) if call.deps else None
+                if failed is not None:
+                    self._calls.pop(call.task_id, None)
+                    failed_calls.append((call, failed))
+                    continue
+                buffers = []
+                args = to_payload(call.args, buffers)
+                deps = [Dep(oid, to_payload(data, buffers))
+                        for oid, (data, _) in zip(call.deps, rt.objects.values(call.deps))]
+                actor.inflight[call.task_id] = call
+                worker.enqueue(protocol.CallActor(call.task_id, call.method, args, deps,
+                                                  call.num_returns or 1, call.name), buffers)
+        worker.flush()
+        for call, failed in failed_calls:
+            self._finish_call(call, [failed], True)
+        if wait_for is not None:
+            rt.objects.when_ready(wait_for.deps, lambda ok, a=actor: ok and self._flush(a))
+
+    def on_call_done(self, worker, message, buffers):
+        with self._lock:
+            actor = worker.actor
+            call = actor.inflight.pop(message.task_id, None) if actor is not None else None
+            if call is None:
+                return
+            self._calls.pop(call.task_id, None)
+        datas = [protocol.from_payload(p, buffers) for p in message.results]
+        self._finish_call(call, datas, not message.ok)
+        self.scope.end_if_idle(actor)
+
+    def _finish_call(self, call, datas, is_error):
+        rt = self.rt
+        if call.deps:
+            rt.objects.release(call.deps)
+        self.scope.uncarry(call.carried)
+        n = len(call.return_ids)
+        if len(datas) < n:
+            datas = list(datas) + [datas[-1]] * (n - len(datas))
+        rt.adopt_contained(datas)
+        rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(call.return_ids, datas)])
+
+    def cancel_call(self, task_id):
+        """Cancel an actor call: dropped if not sent yet, else the actor is asked to cancel it."""
+        with self._lock:
+            call = self._calls.get(task_id)
+            if call is None or call.actor is None:
+                return
+            actor = call.actor
+            if call in actor.pending:
+                actor.pending.remove(call)
+                self._calls.pop(task_id, None)
+                worker = None
+            else:
+                worker = actor.worker
+                if worker is None:
+                    return
+                worker.enqueue(protocol.Cancel(task_id, False))
+        if worker is None:
+            self._finish_call(call, [self.rt.error_data(errors.TaskCancelled(task_id))], True)
+            self._flush(actor)
+        else:
+            worker.flush()
+
+    # -- process exit, death -----------------------------------------------------------------
+    def on_worker_exit(self, worker):
+        actor = worker.actor
+        if actor is None:
+            return
+        rt = self.rt
+        fail, death, restart = [], None, False
+        with self._lock:
+            if actor.worker is not worker:
+                return
+            actor.worker = None
+            grant, actor.grant = actor.grant, None
+            if actor.state is not ActorState.DEAD:
+                inflight = list(actor.inflight.values())
+                actor.inflight.clear()
+                code = worker.proc.returncode
+                if worker.exit_intended:
+                    death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
+                elif actor.restarts_left != 0:
+                    if actor.restarts_left > 0:
+                        actor.restarts_left -= 1
+                    actor.num_restarts += 1
+                    actor.state = ActorState.RESTARTING
+                    restart = True
+                    unavailable = errors.ActorUnavailable(actor.actor_id, worker.pid, code, actor.kill_restart)
+                    actor.kill_restart = False
+                    for call in reversed(inflight):
+                        if call.retries_left != 0:
+                            if call.retries_left > 0:
+                                call.retries_left -= 1
+                            actor.pending.appendleft(call)
+                        else:
+                            self._calls.pop(call.task_id, None)
+                            fail.append((call, unavailable))
+                else:
+                    death = errors.ActorDied(actor.actor_id, errors.ActorDeath.CRASHED,
+                                             actor.options.class_name, pid=worker.pid, exit_code=code)
+        if grant is not None:
+            rt.scheduler.run(rt.scheduler.release(grant))
+        for call, err in fail:
+            self._finish_call(call, [rt.error_data(err)], True)
+        if death is not None:
+            self.die(actor, death, inflight)
+        elif restart:
+            self._place(actor)
+
+    def die(self, actor, death, extra_calls=(), retire=True):
+        """Mark ``actor`` dead with ``death``: its queued and in-flight calls fail with it, its
+        name is freed, its resources return and its process (if any) is told to exit (unless
+        not ``retire``: it is exiting by itself)."""
+        rt = self.rt
+        with self._lock:
+            if actor.state is ActorState.DEAD:
+                return
+            actor.state = ActorState.DEAD
+            actor.death = death
+            o = actor.options
+            if o.name and self._names.get((o.namespace, o.name)) == actor.actor_id:
+                del self._names[(o.namespace, o.name)]
+            calls = list(extra_calls) + list(actor.inflight.values()) + list(actor.pending)
+            actor.inflight.clear()
+            actor.pending.clear()
+            for call in calls:
+                self._calls.pop(call.task_id, None)
+            worker, actor.worker = actor.worker, None
+            grant, actor.grant = actor.grant, None
+            if worker is not None:
+                worker.actor = None
+            carried, actor.carried = actor.carried, ()
+        self.scope.uncarry(carried)
+        if actor.deps:
+            rt.objects.release(actor.deps)  # held for restarts until now
+        data = rt.error_data(death)
+        for call in calls:
+            self._finish_call(call, [data], True)
+        if grant is not None:
+            rt.scheduler.run(rt.scheduler.release(grant))
+        if worker is not None and retire:
+            rt.pool.retire(worker)
+        return worker
+
+    def kill(self, actor_id, no_restart):
+        """``ray.kill``: the actor's process is killed now; with ``no_restart`` the actor is
+        dead at once (pending calls fail), else it restarts if it has restarts left."""
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            if actor is None or actor.state is ActorState.DEAD:
+                return
+            worker = actor.worker
+            if not no_restart:
+                actor.kill_restart = True
+        if no_restart:
+            self.die(actor, errors.ActorDied(actor_id, errors.ActorDeath.KILLED, actor.options.class_name))
+        if worker is not None:
+            try:
+                os.kill(worker.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def forget(self, actor):
+        with self._lock:
+            self._actors.pop(actor.actor_id, None)
+
+    # -- lookups -----------------------------------------------------------------------------
+    def get(self, actor_id):
+        return self._actors.get(actor_id)
+
+    def named(self, name, namespace):
+        with self._lock:
+            actor_id = self._names.get((namespace, name))
+            if actor_id is None:
+                raise errors.ActorNotFound(name, namespace)
+            return self._actors[actor_id].info()
+
+    def list_named(self, namespace, all_namespaces):
+        with self._lock:
+            return [{"name": name, "namespace": ns} for (ns, name) in self._names
+                    if all_namespaces or ns == namespace]
+
+    # -- carried handles (delegated to the scope) --------------------------------------------
+    def carry(self, actor_ids):
+        self.scope.carry(actor_ids)
+
+    def uncarry(self, actor_ids):
+        self.scope.uncarry(actor_ids)
+
+    def clear(self):
+        with self._lock:
+            self._actors.clear()
+            self._calls.clear()
+            self._names.clear()

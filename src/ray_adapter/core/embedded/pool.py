@@ -1,0 +1,264 @@
+"""Worker processes: starting, reusing, retiring and reaping them.
+
+:class:`WorkerHandle` is the driver's side of one worker process: its channel (a per-worker send
+queue, see :mod:`.channel`) and one reader thread that decodes the worker's messages and hands
+them to the backend's dispatcher. Whatever ends the reader (end of stream, a malformed stream,
+a bug in a handler) goes through the same exit path: the process is reaped, its process group
+killed, and the backend told, so no task is left waiting on a dead worker.
+
+:class:`WorkerPool` keeps idle task workers per node. Processes are spawned outside every lock,
+by the thread that needs one (or the pre-start thread); a new worker can be sent work at once,
+since its messages wait in the socket until it has booted.
+
+Thread-safety: ``WorkerPool._lock`` (a leaf lock) guards the idle lists and the set of live
+workers. A handle's mutable fields (``state``, ``task``, ``actor``, ``blocked``) belong to the
+component that took the worker (task manager or actor manager) and are changed under its lock.
+"""
+import enum
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+
+from ray_adapter.core import ids
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+
+#: Extra idle workers kept per node beyond its CPU count before idle ones are retired.
+IDLE_WORKER_SLACK = 2
+
+
+class WorkerState(enum.Enum):
+    IDLE = "idle"        # in the pool, no work
+    TASK = "task"        # running one normal task
+    ACTOR = "actor"      # hosting an actor for life
+    RETIRED = "retired"  # told to exit
+    DEAD = "dead"        # its process is gone
+
+
+class WorkerHandle:
+    __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
+                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "__weakref__")
+
+    def __init__(self, proc, channel, worker_id, node):
+        self.proc = proc
+        self.pid = proc.pid
+        self.worker_id = worker_id
+        self.channel = channel
+        self.node = node
+        self.state = WorkerState.IDLE
+        self.task = None            # the running normal task's record
+        self.actor = None           # the hosted actor's record
+        self.known_keys = set()     # functions/classes already registered with this worker
+        self.calls = {}             # function key -> calls run (max_calls)
+        self.borrowed = set()       # ids of actors this worker holds handles to
+        self.exit_intended = False  # exit_actor() was called
+        self.blocked = 0            # nested get/wait calls in flight from its task
+
+    @property
+    def alive(self):
+        return self.state not in (WorkerState.DEAD, WorkerState.RETIRED)
+
+    def enqueue(self, message, buffers=()):
+        """Queue ``message`` (a protocol Struct); no I/O (safe under a component's lock)."""
+        self.channel.enqueue(protocol.encode(message), buffers)
+
+    def send(self, message, buffers=()):
+        self.channel.send(protocol.encode(message), buffers)
+
+    def flush(self):
+        self.channel.flush()
+
+    def register(self, key, blob):
+        """Queue the function or class ``key`` unless this worker has it already."""
+        if key not in self.known_keys:
+            self.known_keys.add(key)
+            self.enqueue(protocol.Function(key, blob))
+
+    def kill_group(self):
+        """Kill the worker's process group: it and every process its tasks started."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)  # a worker leads its own session and group
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class WorkerPool:
+    """Spawns worker processes and keeps idle ones. ``dispatch(worker, message, buffers)``
+    handles each message a worker sends; ``on_exit(worker)`` runs once its process is gone."""
+
+    def __init__(self, init_message, env, log_to_driver, dispatch, on_exit):
+        self._lock = threading.Lock()
+        self._init = init_message      # a function (worker_id, node) -> protocol.Init
+        self._env = env
+        self._log_to_driver = log_to_driver
+        self._dispatch = dispatch
+        self._on_exit = on_exit
+        self._idle = {}                # node id -> [WorkerHandle]
+        self._live = set()
+        self._closed = False
+
+    # -- spawning ----------------------------------------------------------------------------
+    def spawn(self, node):
+        """Start a worker process for ``node`` (call outside any lock); returns its handle.
+        Raises OSError (and the like) when no process can be started."""
+        parent, child = socket.socketpair()
+        out = None if self._log_to_driver else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
+                pass_fds=(child.fileno(),), env=self._env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=out, start_new_session=True, close_fds=True)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node)
+        worker.send(self._init(worker.worker_id, node))
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._live.add(worker)
+        if closed:
+            worker.send(protocol.Exit())
+            worker.state = WorkerState.RETIRED
+        threading.Thread(target=self._reader, args=(worker,), daemon=True,
+                         name=f"ray-adapter-worker-{proc.pid}").start()
+        return worker
+
+    def prestart(self, node, count):
+        """Start idle workers until ``node`` has ``count`` (runs in a background thread)."""
+        def run():
+            while True:
+                with self._lock:
+                    if self._closed or len(self._idle.get(node.node_id, ())) >= count:
+                        return
+                try:
+                    worker = self.spawn(node)
+                except Exception:  # nothing to do: the first task will try again and report
+                    return
+                self.put_back(worker)
+
+        threading.Thread(target=run, daemon=True, name="ray-adapter-prestart").start()
+
+    # -- reuse -------------------------------------------------------------------------------
+    def take(self, node):
+        """An idle worker of ``node``, or a new one; the caller owns it until put back."""
+        with self._lock:
+            idle = self._idle.get(node.node_id)
+            while idle:
+                worker = idle.pop()
+                if worker.alive:
+                    return worker
+        return self.spawn(node)
+
+    def put_back(self, worker):
+        """Return a task worker to the pool (retired instead when the pool is full)."""
+        limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
+        with self._lock:
+            if not self._closed and worker.alive:
+                idle = self._idle.setdefault(worker.node.node_id, [])
+                if len(idle) < limit:
+                    worker.state = WorkerState.IDLE
+                    worker.task = None
+                    idle.append(worker)
+                    return
+        self.retire(worker)
+
+    def retire(self, worker):
+        """Ask a worker to exit (its reader reaps it)."""
+        if worker.state is WorkerState.DEAD:
+            return
+        worker.state = WorkerState.RETIRED
+        worker.send(protocol.Exit())
+
+    # -- reading -----------------------------------------------------------------------------
+    def _reader(self, worker):
+        channel = worker.channel
+        decode = protocol.driver_decoder.decode
+        dispatch = self._dispatch
+        try:
+            while True:
+                body, buffers = channel.recv()
+                dispatch(worker, decode(body), buffers)
+                del body, buffers  # do not keep the last payload alive until the next one
+        except ChannelClosed:
+            pass
+        except BaseException:  # a handler bug: report it, then treat the worker as lost
+            sys.stderr.write("ray-adapter: internal error handling a message of worker "
+                             f"{worker.pid}; the worker is stopped:\n{traceback.format_exc()}")
+        finally:
+            self._reap(worker)
+
+    def _reap(self, worker):
+        worker.kill_group() if worker.state is not WorkerState.RETIRED else None
+        try:
+            worker.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            worker.proc.kill()
+            worker.proc.wait()
+        worker.kill_group()  # what its tasks started dies with it, as in Ray
+        worker.channel.close()
+        with self._lock:
+            self._live.discard(worker)
+            idle = self._idle.get(worker.node.node_id)
+            if idle and worker in idle:
+                idle.remove(worker)
+        worker.state = WorkerState.DEAD
+        self._on_exit(worker)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def shutdown(self, grace=1.0):
+        """Stop every worker: ask them to exit, wait up to ``grace`` seconds, then kill."""
+        import time
+
+        with self._lock:
+            self._closed = True
+            workers = list(self._live)
+            self._idle.clear()
+        for worker in workers:
+            if worker.state is not WorkerState.DEAD:
+                worker.state = WorkerState.RETIRED
+                worker.send(protocol.Exit())
+        deadline = time.monotonic() + grace
+        for worker in workers:
+            try:
+                worker.proc.wait(max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait()
+            worker.kill_group()
+            worker.channel.close()
+
+
+def worker_environment(job_env_vars):
+    """The environment of worker processes: the driver's, the hook on, the driver's code
+    folders on PYTHONPATH, and the job's ``runtime_env`` env_vars."""
+    env = dict(os.environ)
+    env["RAY_BACKEND"] = "yuanrong"
+    env["PYTHONPATH"] = driver_code_path()
+    env.update(job_env_vars)
+    return env
+
+
+def driver_code_path():
+    """PYTHONPATH for workers: the driver's own code folders (its script's folder, the cwd,
+    PYTHONPATH and folders added to sys.path), so workers import the driver's modules as Ray's
+    do. Interpreter folders (stdlib, site-packages) are left out: the worker has them already."""
+    import site
+    import sysconfig
+
+    interpreter = {os.path.abspath(p) for p in sysconfig.get_paths().values()}
+    interpreter.update(os.path.abspath(p) for p in getattr(site, "getsitepackages", lambda: [])())
+    interpreter.add(os.path.abspath(site.getusersitepackages()))
+    entries = []
+    for p in sys.path:
+        path = os.path.abspath(p or os.getcwd())
+        if path in interpreter or path.endswith(".zip") or not os.path.isdir(path):
+            continue
+        entries.append(path)
+    return os.pathsep.join(dict.fromkeys(entries))

@@ -1,0 +1,273 @@
+"""The wire protocol between the embedded driver and its worker processes.
+
+One named, typed message per kind (msgspec Structs, msgpack-encoded with a type tag), versioned
+by :data:`VERSION`: a worker checks it in :class:`Init` and answers with :class:`Hello`.
+
+User values never appear as Python objects here: a :class:`Payload` is the sender's pickle
+stream (opaque bytes) plus the indexes of its out-of-band buffers among the frame's buffers
+(:mod:`.channel`). Dependencies travel as explicit lists of object ids (``deps``), and the ids
+of object refs and actor handles pickled *inside* a value travel beside it (``refs`` /
+``handles``), so the driver never unpickles user arguments to find them.
+
+Data flow::
+
+    driver                                              worker
+      Init, Function, RunTask, CreateActor,   ------>   (reader thread -> executor)
+      CallActor, Cancel, Reply, GetReply, Exit
+      (reader thread per worker)              <------   Hello, TaskDone, ActorReady,
+                                                        ActorFailed, ActorExiting, RefUpdate,
+                                                        FunctionReq, SubmitTaskReq,
+                                                        CreateActorReq, CallActorReq, PutReq,
+                                                        GetReq, WaitReq, QueryReq
+"""
+from typing import Dict, List, Optional, Union
+
+import msgspec
+
+VERSION = 1
+
+
+class Payload(msgspec.Struct, array_like=True):
+    """A serialized value: pickle ``data``; its out-of-band buffers are the frame's buffers
+    ``first .. first+count-1``; ``refs`` / ``handles``: ids of object refs and actor handles
+    pickled inside it."""
+
+    data: bytes
+    first: int = 0
+    count: int = 0
+    refs: List[bytes] = []
+    handles: List[bytes] = []
+
+
+class Dep(msgspec.Struct, array_like=True):
+    """A resolved top-level argument: object ``object_id`` and its value."""
+
+    object_id: bytes
+    value: Payload
+
+
+class _Msg(msgspec.Struct, array_like=True, tag=True):
+    pass
+
+
+# ==================================================================== driver -> worker
+class Init(_Msg):
+    version: int
+    job_id: bytes
+    node_id: bytes
+    worker_id: bytes
+    namespace: str
+    log_to_driver: bool
+    node_ip: str
+
+
+class Function(_Msg):
+    """A function or class, registered before its first use on this channel."""
+
+    key: bytes
+    blob: bytes
+
+
+class RunTask(_Msg):
+    task_id: bytes
+    key: bytes
+    args: Payload
+    deps: List[Dep]
+    num_returns: int
+    name: str
+    env: Dict[str, str]
+    resources: Dict[str, float]
+    gpu_ids: List[int]
+    retry_exceptions: bytes = b""  # pickled False / True / tuple of classes; b"": none
+
+
+class CreateActor(_Msg):
+    actor_id: bytes
+    key: bytes
+    args: Payload
+    deps: List[Dep]
+    name: Optional[str]
+    class_name: str
+    is_async: bool
+    max_concurrency: Optional[int]
+    restart_count: int
+    env: Dict[str, str]
+    resources: Dict[str, float]
+    gpu_ids: List[int]
+    handle_meta: bytes     # pickled, opaque to the core
+    runtime_env: bytes     # pickled dict
+
+
+class CallActor(_Msg):
+    task_id: bytes
+    method: str
+    args: Payload
+    deps: List[Dep]
+    num_returns: int
+    name: str
+
+
+class Cancel(_Msg):
+    task_id: bytes
+    force: bool
+
+
+class Reply(_Msg):
+    """The answer to a request: ``value`` is the pickled result, or the error when not ok."""
+
+    req_id: int
+    ok: bool
+    value: Payload
+
+
+class GetReply(_Msg):
+    """The answer to :class:`GetReq`: the objects' values, or ``error`` (a pickled core error)."""
+
+    req_id: int
+    values: List[Payload]
+    error: Optional[Payload] = None
+
+
+class Exit(_Msg):
+    pass
+
+
+ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply, Exit]
+
+
+# ==================================================================== worker -> driver
+class Hello(_Msg):
+    version: int
+    pid: int
+
+
+class TaskDone(_Msg):
+    """A task or actor call finished: ``results`` (one per return), or when not ``ok`` one
+    pickled core error for every return. ``retryable``: the error is one the task's
+    ``retry_exceptions`` names (the worker decided; the driver never unpickles it)."""
+
+    task_id: bytes
+    ok: bool
+    results: List[Payload]
+    retryable: bool = False
+
+
+class ActorReady(_Msg):
+    actor_id: bytes
+
+
+class ActorFailed(_Msg):
+    actor_id: bytes
+    error: Payload
+
+
+class ActorExiting(_Msg):
+    """``exit_actor()`` was called: the process exit that follows is intended."""
+
+    actor_id: bytes
+
+
+class RefUpdate(_Msg):
+    """Reference events of this worker: objects it owned and dropped (``decref``), refs it
+    pickled where they cannot be tracked (``pin``), actor handles it took (``borrow``),
+    dropped (``unborrow``) or pickled where they cannot be tracked (``escape``)."""
+
+    decref: List[bytes] = []
+    pin: List[bytes] = []
+    borrow: List[bytes] = []
+    unborrow: List[bytes] = []
+    escape: List[bytes] = []
+
+
+class FunctionReq(_Msg):
+    """A function or class this worker registers, sent before the submission that uses it."""
+
+    key: bytes
+    blob: bytes
+
+
+class TaskOptionsWire(msgspec.Struct, array_like=True):
+    name: str
+    num_returns: int
+    resources: Dict[str, float]
+    max_retries: int
+    max_calls: int
+    retry_exceptions: bytes  # pickled False / True / tuple of classes
+    runtime_env: bytes       # pickled dict or b""
+
+
+class SubmitTaskReq(_Msg):
+    req_id: int
+    key: bytes
+    args: Payload
+    deps: List[bytes]
+    options: TaskOptionsWire
+
+
+class CreateActorReq(_Msg):
+    req_id: int
+    key: bytes
+    args: Payload
+    deps: List[bytes]
+    options: bytes  # pickled ActorOptions (handle metadata is opaque to the core)
+
+
+class CallActorReq(_Msg):
+    req_id: int
+    actor_id: bytes
+    method: str
+    args: Payload
+    deps: List[bytes]
+    name: str
+    num_returns: int
+
+
+class PutReq(_Msg):
+    req_id: int
+    value: Payload
+
+
+class GetReq(_Msg):
+    req_id: int
+    ids: List[bytes]
+    timeout: Optional[float]
+
+
+class WaitReq(_Msg):
+    req_id: int
+    ids: List[bytes]
+    num_returns: int
+    timeout: Optional[float]
+
+
+class QueryReq(_Msg):
+    """A request answered from driver state (cancel, kill, named actors, cluster state):
+    ``method`` names it, ``args`` is the pickled argument tuple."""
+
+    req_id: int
+    method: str
+    args: Payload
+
+
+ToDriver = Union[Hello, TaskDone, ActorReady, ActorFailed, ActorExiting, RefUpdate, FunctionReq,
+                 SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq, QueryReq]
+
+_encoder = msgspec.msgpack.Encoder()
+encode = _encoder.encode
+worker_decoder = msgspec.msgpack.Decoder(ToWorker)   # used in workers
+driver_decoder = msgspec.msgpack.Decoder(ToDriver)   # used in the driver
+
+
+def to_payload(serialized, buffers):
+    """The :class:`Payload` of a Serialized value; appends its buffers to ``buffers``."""
+    first = len(buffers)
+    buffers.extend(serialized.buffers)
+    return Payload(serialized.data, first, len(serialized.buffers), serialized.refs, serialized.handles)
+
+
+def from_payload(payload, buffers):
+    """The Serialized value a received :class:`Payload` describes."""
+    from ray_adapter.core.serialization import Serialized
+
+    return Serialized(payload.data, buffers[payload.first:payload.first + payload.count],
+                      payload.refs, payload.handles)

@@ -1,0 +1,173 @@
+"""The driver service: requests and reference updates that worker processes send the driver.
+
+Nested submissions, puts, gets and waits from tasks and actors arrive here on the worker's
+reader thread. Nothing blocks that thread: a ``get`` or ``wait`` registers a callback with the
+object table (and a deadline with the timers) and returns; the reply is sent when the objects
+are sealed or the deadline passes, whichever comes first (exactly one of them wins). While its
+task waits, the worker's CPUs are lent back (:meth:`TaskManager.block`).
+
+Thread-safety: stateless; every handler delegates to a component.
+"""
+import pickle
+
+from ray_adapter.core import errors, serialization
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.interface import TaskOptions
+
+#: The QueryReq methods workers may call, answered by the backend method of the same name.
+QUERIES = frozenset(("cancel", "kill_actor", "get_named_actor", "list_named_actors", "nodes",
+                     "cluster_resources", "available_resources"))
+
+
+def _plain(value):
+    return protocol.Payload(pickle.dumps(value, protocol=5))
+
+
+class DriverService:
+    def __init__(self, rt):
+        self.rt = rt
+
+    # -- replies -----------------------------------------------------------------------------
+    @staticmethod
+    def reply(worker, req_id, value):
+        worker.send(protocol.Reply(req_id, True, _plain(value)))
+
+    def reply_error(self, worker, req_id, error):
+        buffers = []
+        payload = to_payload(self.rt.error_data(error), buffers)
+        worker.send(protocol.Reply(req_id, False, payload), buffers)
+
+    # -- registrations and submissions -------------------------------------------------------
+    def on_function(self, worker, message, buffers):
+        self.rt.functions.setdefault(message.key, message.blob)
+
+    def on_submit_task(self, worker, message, buffers):
+        o = message.options
+        options = TaskOptions(
+            name=o.name, num_returns=o.num_returns, resources=o.resources, max_retries=o.max_retries,
+            max_calls=o.max_calls,
+            retry_exceptions=pickle.loads(o.retry_exceptions) if o.retry_exceptions else False,
+            runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None)
+        args = from_payload(message.args, buffers)
+        self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
+                     message.deps, options)
+
+    def on_create_actor(self, worker, message, buffers):
+        args = from_payload(message.args, buffers)
+        options = pickle.loads(message.options)
+        self._answer(worker, message.req_id, self.rt.create_serialized, message.key, args,
+                     message.deps, options)
+
+    def on_call_actor(self, worker, message, buffers):
+        args = from_payload(message.args, buffers)
+        self._answer(worker, message.req_id, self.rt.call_serialized, message.actor_id,
+                     message.method, args, message.deps, message.name, message.num_returns)
+
+    def on_put(self, worker, message, buffers):
+        # Owned by the worker: it sends a decref when its last ref is gone.
+        self._answer(worker, message.req_id, self.rt.put_serialized, from_payload(message.value, buffers))
+
+    def on_query(self, worker, message, buffers):
+        if message.method not in QUERIES:
+            self.reply_error(worker, message.req_id, errors.CoreError(f"unknown query {message.method!r}"))
+            return
+        args = pickle.loads(message.args.data)
+        self._answer(worker, message.req_id, getattr(self.rt, message.method), *args)
+
+    def _answer(self, worker, req_id, fn, *args):
+        try:
+            value = fn(*args)
+        except errors.CoreError as err:
+            self.reply_error(worker, req_id, err)
+            return
+        except Exception as exc:  # noqa: BLE001 - the caller gets every failure
+            self.reply_error(worker, req_id, errors.TaskFailed(exc, repr(exc), "ray-adapter", 0, ""))
+            return
+        self.reply(worker, req_id, value)
+
+    # -- references --------------------------------------------------------------------------
+    def on_ref_update(self, worker, message, buffers):
+        rt = self.rt
+        if message.pin:
+            rt.objects.pin(message.pin)
+        for oid in message.decref:
+            rt.objects.drop_ref(oid)
+        if message.borrow:
+            rt.actors.scope.borrow(worker, message.borrow, 1)
+        if message.unborrow:
+            rt.actors.scope.borrow(worker, message.unborrow, -1)
+        if message.escape:
+            rt.actors.scope.escape(message.escape)
+
+    # -- get / wait --------------------------------------------------------------------------
+    def on_get(self, worker, message, buffers):
+        ids = message.ids
+        self._when(worker, message.req_id, ids, len(ids), message.timeout,
+                   lambda ok: self._send_values(worker, message.req_id, ids, ok),
+                   lambda: self._send_get_error(worker, message.req_id, errors.GetTimeout(message.timeout)))
+
+    def on_wait(self, worker, message, buffers):
+        ids = message.ids
+
+        def answer(_ok=True):
+            flags = self.rt.objects.ready_flags(ids)
+            ready = [oid for oid, f in zip(ids, flags) if f][:message.num_returns]
+            chosen = set(ready)
+            self.reply(worker, message.req_id, (ready, [oid for oid in ids if oid not in chosen]))
+
+        self._when(worker, message.req_id, ids, message.num_returns, message.timeout, answer, answer)
+
+    def _when(self, worker, req_id, ids, needed, timeout, on_ready, on_timeout):
+        """Call exactly one of ``on_ready(ok)`` (``needed`` objects sealed) or ``on_timeout()``
+        (``timeout`` seconds passed), with the task's CPUs lent back meanwhile."""
+        rt = self.rt
+        token = rt.tasks.block(worker)
+        state = {"timer": None, "fired": False}
+
+        def ready(ok):
+            state["fired"] = True
+            timer = state["timer"]
+            if timer is not None:
+                timer.cancel()
+            rt.tasks.unblock(worker, token)
+            on_ready(ok)
+
+        waiter = rt.objects.when_ready(ids, ready, needed)
+        if state["fired"]:
+            return
+        if timeout is not None and timeout <= 0:
+            if rt.objects.cancel_wait(waiter):
+                rt.tasks.unblock(worker, token)
+                on_timeout()
+            return
+        if timeout is not None and timeout == timeout and timeout < float("inf"):
+            def expired():
+                if rt.objects.cancel_wait(waiter):
+                    rt.tasks.unblock(worker, token)
+                    on_timeout()
+
+            state["timer"] = rt.timers.call_later(timeout, expired)
+
+    def _send_values(self, worker, req_id, ids, ok):
+        if not ok:
+            self._send_get_error(worker, req_id, errors.NotInitialized(
+                "ray.shutdown() was called while this call was waiting"))
+            return
+        try:
+            values = self.rt.objects.values(ids)
+        except errors.ObjectFreed as err:
+            self._send_get_error(worker, req_id, err)
+            return
+        buffers = []
+        for data, is_error in values:
+            if is_error:
+                worker.send(protocol.GetReply(req_id, [], to_payload(data, buffers)), buffers)
+                return
+        payloads = [to_payload(data, buffers) for data, _ in values]
+        worker.send(protocol.GetReply(req_id, payloads), buffers)
+
+    def _send_get_error(self, worker, req_id, error):
+        buffers = []
+        payload = to_payload(serialization.dumps(error), buffers)
+        worker.send(protocol.GetReply(req_id, [], payload), buffers)

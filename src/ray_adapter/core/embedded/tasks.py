@@ -1,0 +1,333 @@
+"""Normal (non-actor) tasks: from submission to their results, with retries and cancellation.
+
+Life of a task (:class:`TaskState`)::
+
+    WAITING --args sealed--> QUEUED --granted--> STARTING --sent--> RUNNING --done--> FINISHED
+       \\__________________ cancel, failed argument, retry exhausted ______________/
+    RUNNING --worker died / retryable error--> QUEUED (retry)
+
+Thread-safety: ``TaskManager._lock`` guards every record's state and the worker handles'
+``task`` field. It is held only for state changes and for queueing messages on a worker's
+channel (no I/O); object-table and scheduler calls, worker spawning and writes happen after it
+is released. Called from user threads (submit, cancel), worker reader threads (results, nested
+submissions) and the object table's callbacks.
+"""
+import enum
+import os
+import pickle
+import sys
+import threading
+
+from ray_adapter.core import errors, ids
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.protocol import Dep, to_payload
+from ray_adapter.core.embedded.resources import to_units
+from ray_adapter.core.embedded.scheduler import Demand
+
+
+class TaskState(enum.Enum):
+    WAITING = "waiting"    # for its arguments
+    QUEUED = "queued"      # for resources
+    STARTING = "starting"  # granted; a worker is being found
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class TaskRecord:
+    __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
+                 "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
+                 "waiter", "retry_blob")
+
+    def __init__(self, task_id, key, args, deps, carried, options, return_ids):
+        self.task_id = task_id
+        self.key = key
+        self.args = args                # Serialized (top-level refs as ArgRef placeholders)
+        self.deps = deps                # ids of the top-level ref arguments, in order
+        self.carried = carried          # ids of actors whose handles travel in the arguments
+        self.options = options
+        self.return_ids = return_ids
+        self.retries_left = options.max_retries
+        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
+        self.state = TaskState.WAITING
+        self.cancelled = False
+        self.demand = None
+        self.grant = None
+        self.worker = None
+        self.waiter = None
+        self.retry_blob = _retry_blob(options.retry_exceptions)
+
+
+def _retry_blob(spec):
+    if not spec:
+        return b""
+    if isinstance(spec, list):
+        spec = tuple(spec)
+    return pickle.dumps(spec)
+
+
+def device_env(devices):
+    """Device-visibility variables for granted device ids, unless the user asked Ray not to
+    set them (``RAY_EXPERIMENTAL_NOSET_*``)."""
+    env = {}
+    if not devices:
+        return env
+    if "GPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["GPU"])
+    if "NPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"):
+        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["NPU"])
+    return env
+
+
+class TaskManager:
+    def __init__(self, rt):
+        self.rt = rt                # the backend: objects, scheduler, pool, functions, actors
+        self._lock = threading.Lock()
+        self._tasks = {}
+
+    # -- submission --------------------------------------------------------------------------
+    def submit(self, key, args, deps, options, carried=()):
+        """Submit a task; returns its return ids (``[]`` for ``num_returns=0``). Raises
+        ObjectFreed for an argument ref whose object is gone."""
+        rt = self.rt
+        task_id = rt.ids.task()
+        return_ids = ids.IdFactory.returns(task_id, options.num_returns or 1)
+        record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
+        if deps:
+            rt.objects.hold(deps)
+        rt.objects.create(return_ids, 1 if options.num_returns else 0, task_id)
+        rt.actors.carry(carried)
+        with self._lock:
+            self._tasks[task_id] = record
+        if deps:
+            record.waiter = rt.objects.when_ready(deps, lambda ok, r=record: self._deps_ready(r, ok))
+        else:
+            self._deps_ready(record, True)
+        return return_ids if options.num_returns else []
+
+    def _deps_ready(self, record, ok):
+        if not ok:
+            return  # shutting down
+        rt = self.rt
+        failed = rt.objects.first_error(record.deps) if record.deps else None
+        with self._lock:
+            if record.state is not TaskState.WAITING:
+                return
+            if record.cancelled or failed is not None:
+                go = False
+            else:
+                go = True
+                record.state = TaskState.QUEUED
+        if not go:
+            if record.cancelled:
+                self._finish_cancelled(record)
+            else:
+                self._finish_claimed(record, [failed], True)
+            return
+        self._queue(record)
+
+    def _queue(self, record):
+        rt = self.rt
+        if record.units and not rt.scheduler.feasible(record.units):
+            rt.warn_infeasible(record.options.name, record.options.resources)
+        record.demand = Demand(lambda grant, r=record: self._start(r, grant), record.units)
+        grant = rt.scheduler.submit(record.demand)
+        if grant is not None:
+            self._start(record, grant)
+        elif record.cancelled and rt.scheduler.withdraw(record.demand):
+            self._finish_cancelled(record)  # cancelled while it was being queued
+
+    # -- starting ----------------------------------------------------------------------------
+    def _start(self, record, grant):
+        rt = self.rt
+        with self._lock:
+            ok = record.state is TaskState.QUEUED and not record.cancelled
+            if ok:
+                record.state = TaskState.STARTING
+        if not ok:
+            rt.scheduler.run(rt.scheduler.release(grant))
+            if record.cancelled:
+                self._finish_cancelled(record)
+            return
+        try:
+            worker = rt.pool.take(grant.node)
+        except Exception as exc:  # no process could be started (EMFILE, bad environment...)
+            rt.scheduler.run(rt.scheduler.release(grant))
+            self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
+                record.options.name, errors.WorkerDeath.SPAWN_FAILED, detail=repr(exc)))], True)
+            return
+        buffers = []
+        args = to_payload(record.args, buffers)
+        deps = [Dep(oid, to_payload(data, buffers))
+                for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))]
+        env = dict((record.options.runtime_env or {}).get("env_vars") or {})
+        env.update(device_env(grant.devices))
+        message = protocol.RunTask(
+            record.task_id, record.key, args, deps, record.options.num_returns or 1,
+            record.options.name, env, grant.amounts(),
+            list(grant.devices.get("GPU", ())), record.retry_blob)
+        with self._lock:
+            cancelled = record.cancelled
+            if not cancelled:
+                record.state = TaskState.RUNNING
+                record.grant, record.worker = grant, worker
+                worker.task = record
+                worker.register(record.key, rt.functions[record.key])
+                worker.enqueue(message, buffers)
+        if cancelled:
+            rt.pool.put_back(worker)
+            rt.scheduler.run(rt.scheduler.release(grant))
+            self._finish_cancelled(record)
+            return
+        worker.flush()
+
+    # -- results -----------------------------------------------------------------------------
+    def on_done(self, worker, message, buffers):
+        """A task's result arrived from ``worker`` (its reader thread)."""
+        rt = self.rt
+        with self._lock:
+            record = worker.task
+            if record is None or record.task_id != message.task_id:
+                return
+            worker.task = None
+            grant, record.grant, record.worker = record.grant, None, None
+            retry = (not message.ok and message.retryable and record.retries_left != 0
+                     and not record.cancelled)
+            if retry:
+                if record.retries_left > 0:
+                    record.retries_left -= 1
+                record.state = TaskState.QUEUED
+            else:
+                record.state = TaskState.FINISHED
+                self._tasks.pop(record.task_id, None)
+        limit = record.options.max_calls
+        calls = worker.calls[record.key] = worker.calls.get(record.key, 0) + 1
+        if limit and calls >= limit:
+            rt.pool.retire(worker)  # max_calls reached: a fresh worker replaces it
+        else:
+            rt.pool.put_back(worker)
+        rt.scheduler.run(rt.scheduler.release(grant))
+        datas = [protocol.from_payload(p, buffers) for p in message.results]
+        if retry:
+            rt.notice_retry(record.options.name, record.retries_left, datas[0])
+            self._queue(record)
+        else:
+            self._finish(record, datas, not message.ok)
+
+    def on_worker_exit(self, worker):
+        """``worker``'s process is gone: retry its task or fail it."""
+        rt = self.rt
+        with self._lock:
+            record = worker.task
+            worker.task = None
+            if record is None or record.state is not TaskState.RUNNING:
+                return
+            grant, record.grant, record.worker = record.grant, None, None
+            if record.cancelled:
+                outcome = "cancelled"
+            elif record.retries_left != 0:
+                if record.retries_left > 0:
+                    record.retries_left -= 1
+                record.state = TaskState.QUEUED
+                outcome = "retry"
+            else:
+                outcome = "died"
+        rt.scheduler.run(rt.scheduler.release(grant))
+        code = worker.proc.returncode
+        if outcome == "cancelled":
+            self._finish_cancelled(record)
+        elif outcome == "retry":
+            rt.notice_retry(record.options.name, record.retries_left, None, worker.pid, code)
+            self._queue(record)
+        else:
+            self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
+                record.options.name, errors.WorkerDeath.CRASHED, worker.pid, code,
+                record.options.max_retries))], True)
+
+    # -- finishing ---------------------------------------------------------------------------
+    def _claim(self, record):
+        """Mark ``record`` finished; False if someone else finished it first."""
+        with self._lock:
+            if record.state is TaskState.FINISHED:
+                return False
+            record.state = TaskState.FINISHED
+            self._tasks.pop(record.task_id, None)
+            return True
+
+    def _finish_claimed(self, record, datas, is_error):
+        if self._claim(record):
+            self._finish(record, datas, is_error)
+
+    def _finish_cancelled(self, record):
+        self._finish_claimed(record, [self.rt.error_data(errors.TaskCancelled(record.task_id))], True)
+
+    def _finish(self, record, datas, is_error):
+        rt = self.rt
+        if record.deps:
+            rt.objects.release(record.deps)
+        rt.actors.uncarry(record.carried)
+        n = len(record.return_ids)
+        if len(datas) < n:
+            datas = list(datas) + [datas[-1]] * (n - len(datas))
+        rt.adopt_contained(datas)
+        rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(record.return_ids, datas)])
+
+    # -- cancellation ------------------------------------------------------------------------
+    def cancel(self, task_id, force):
+        """Cancel a pending task (dropped) or a running one (interrupted; its worker killed
+        when ``force``). Unknown or finished tasks are ignored."""
+        with self._lock:
+            record = self._tasks.get(task_id)
+            if record is None or record.state is TaskState.FINISHED:
+                return
+            record.cancelled = True
+            state = record.state
+            worker = record.worker
+            if state is TaskState.RUNNING:
+                worker.enqueue(protocol.Cancel(task_id, bool(force)))
+        if state is TaskState.WAITING:
+            if self.rt.objects.cancel_wait(record.waiter):
+                self._finish_cancelled(record)
+        elif state is TaskState.QUEUED:
+            if self.rt.scheduler.withdraw(record.demand):
+                self._finish_cancelled(record)
+        elif state is TaskState.RUNNING:
+            worker.flush()
+
+    # -- blocked workers ---------------------------------------------------------------------
+    def block(self, worker):
+        """The task on ``worker`` waits in a nested ``get``/``wait``: lend its CPUs back, so
+        the tasks it waits for can run (no deadlock). Returns a token for :meth:`unblock`."""
+        with self._lock:
+            record = worker.task
+            if record is None or record.grant is None:
+                return None
+            worker.blocked += 1
+            first = worker.blocked == 1
+            grant = record.grant
+        if first:
+            self.rt.scheduler.run(self.rt.scheduler.lend(grant))
+        return record, grant
+
+    def unblock(self, worker, token):
+        if token is None:
+            return
+        record, grant = token
+        with self._lock:
+            worker.blocked -= 1
+            still_running = worker.task is record and record.grant is grant
+            last = worker.blocked == 0
+        if last and still_running:
+            self.rt.scheduler.reclaim(grant)
+
+    def clear(self):
+        with self._lock:
+            self._tasks.clear()
+
+
+def notice(text):
+    """A runtime notice on the driver's stderr, tagged as Ray tags its system notices."""
+    try:
+        sys.stderr.write(f"(raylet) {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

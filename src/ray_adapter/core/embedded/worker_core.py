@@ -1,0 +1,316 @@
+"""The runtime core inside a worker process: every call is a request to the driver.
+
+Requests carry an id; the worker's reader thread hands each reply to the waiting caller
+(:meth:`WorkerCore.on_reply`), or to a callback for :meth:`WorkerCore.object_future` (no
+thread is started per request). Functions and classes are registered with the driver before
+the first submission that uses them, in channel order, so a submission can never reach the
+driver ahead of its function, whichever thread sends it.
+
+Reference events (drops from ``__del__`` and finalizers, in any thread) are only queued here and
+sent in batches by one thread (``ref_loop``), in the order they happened.
+"""
+import contextvars
+import itertools
+import pickle
+import queue
+import threading
+
+from ray_adapter.core import errors, serialization
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
+
+# (task_id, task_name, actor_id) of the call running in this thread / coroutine.
+current_call = contextvars.ContextVar("ray_adapter_current_call", default=(None, "", None))
+
+
+class _Slot:
+    __slots__ = ("event", "message", "buffers", "callback")
+
+    def __init__(self, callback=None):
+        self.event = None if callback is not None else threading.Event()
+        self.message = None
+        self.buffers = None
+        self.callback = callback
+
+
+def _plain(value):
+    return protocol.Payload(pickle.dumps(value, protocol=5))
+
+
+class WorkerCore(RuntimeCore):
+    """The runtime core of a worker process."""
+
+    backend_name = "embedded"
+
+    def __init__(self, worker):
+        self._worker = worker
+        self._pending = {}
+        self._ids = itertools.count(1)
+        self._ship_lock = threading.Lock()
+        self._shipped = set()
+        self._ref_events = queue.SimpleQueue()
+        self._handle_lock = threading.Lock()
+        self._handle_counts = {}
+        threading.Thread(target=self.ref_loop, daemon=True, name="ray-adapter-refs").start()
+
+    # -- request / reply ---------------------------------------------------------------------
+    def _call(self, build, callback=None):
+        """Send the request ``build(req_id)`` returns (``(message, buffers)``) and wait for the
+        reply (or hand it to ``callback(message, buffers)`` and return at once)."""
+        req_id = next(self._ids)
+        slot = self._pending[req_id] = _Slot(callback)
+        message, buffers = build(req_id)
+        try:
+            self._worker.send(message, buffers)
+        except BaseException:
+            self._pending.pop(req_id, None)
+            raise
+        if callback is not None:
+            return None
+        slot.event.wait()
+        return slot.message, slot.buffers
+
+    def _request(self, build):
+        """A request answered by a :class:`protocol.Reply`: its value, or raise its error."""
+        message, buffers = self._call(build)
+        value = serialization.loads(from_payload(message.value, buffers))
+        if not message.ok:
+            raise value
+        return value
+
+    def on_reply(self, message, buffers):
+        """A reply arrived (reader thread)."""
+        slot = self._pending.pop(message.req_id, None)
+        if slot is None:
+            return
+        if slot.callback is not None:
+            slot.callback(message, buffers)
+            return
+        slot.message, slot.buffers = message, buffers
+        slot.event.set()
+
+    def _query(self, method, *args):
+        return self._request(lambda rid: (protocol.QueryReq(rid, method, _plain(args)), ()))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, options):
+        raise RuntimeError("a worker process does not start a runtime")
+
+    def shutdown(self):
+        return None
+
+    # -- objects -----------------------------------------------------------------------------
+    def put(self, value):
+        ser = serialization.dumps(value)
+
+        def build(rid):
+            buffers = []
+            return protocol.PutReq(rid, to_payload(ser, buffers)), buffers
+
+        return self._own([self._request(build)])[0]
+
+    @staticmethod
+    def _values(message, buffers):
+        if message.error is not None:
+            raise serialization.loads(from_payload(message.error, buffers))
+        return [serialization.loads(from_payload(p, buffers)) for p in message.values]
+
+    def get(self, object_ids, timeout):
+        message, buffers = self._call(lambda rid: (protocol.GetReq(rid, list(object_ids), timeout), ()))
+        return self._values(message, buffers)
+
+    def wait(self, object_ids, num_returns, timeout):
+        return self._request(lambda rid: (protocol.WaitReq(rid, list(object_ids), num_returns, timeout), ()))
+
+    def object_future(self, object_id):
+        import concurrent.futures
+
+        future = concurrent.futures.Future()
+
+        def settle(message, buffers):
+            try:
+                future.set_result(self._values(message, buffers)[0])
+            except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
+                future.set_exception(exc)
+
+        self._call(lambda rid: (protocol.GetReq(rid, [object_id], None), ()), settle)
+        return future
+
+    # Reference counting of the objects this worker created (its puts and submissions): the
+    # driver frees one when the worker drops its last ObjectRef to it. Refs the worker
+    # received inside values were pinned by the driver when they were serialized.
+    def _own(self, object_ids):
+        self._ref_events.put(("own", object_ids))
+        return object_ids
+
+    def add_local_reference(self, object_id):
+        self._ref_events.put(("+", object_id))
+
+    def remove_local_reference(self, object_id):
+        self._ref_events.put(("-", object_id))
+
+    def object_escaped(self, object_id):
+        self._ref_events.put(("pin", object_id))
+
+    def ref_loop(self):
+        counts, owned = {}, set()
+        while True:
+            event = self._ref_events.get()
+            update = protocol.RefUpdate([], [], [], [], [])
+            while event is not None:
+                kind, target = event
+                if kind == "own":
+                    for oid in target:
+                        counts[oid] = counts.get(oid, 0) + 1
+                        owned.add(oid)
+                elif kind == "+":
+                    counts[target] = counts.get(target, 0) + 1
+                elif kind == "-":
+                    left = counts.get(target, 0) - 1
+                    if left > 0:
+                        counts[target] = left
+                    else:
+                        counts.pop(target, None)
+                        if target in owned:
+                            owned.discard(target)
+                            update.decref.append(target)
+                elif kind == "pin":
+                    update.pin.append(target)
+                elif kind == "h-" and self._handle_dropped(target):
+                    update.unborrow.append(target)
+                elif kind == "hpin":
+                    update.escape.append(target)
+                try:
+                    event = self._ref_events.get_nowait()
+                except queue.Empty:
+                    event = None
+            if update.decref or update.pin or update.unborrow or update.escape:
+                self._worker.send(update)
+
+    # -- tasks and actors --------------------------------------------------------------------
+    def _ship(self, key, function):
+        """Register ``key`` with the driver ahead of its first use (queued, in channel order)."""
+        if key in self._shipped:
+            return
+        blob = serialization.dumps_plain(function)  # user code: outside the lock
+        with self._ship_lock:
+            if key not in self._shipped:
+                self._worker.channel.enqueue(protocol.encode(protocol.FunctionReq(key, blob)))
+                self._shipped.add(key)
+
+    @staticmethod
+    def _deps(args, kwargs):
+        deps = [a.object_id for a in args if type(a) is ArgRef]
+        if kwargs:
+            deps.extend(v.object_id for v in kwargs.values() if type(v) is ArgRef)
+        return deps
+
+    def submit_task(self, function, function_key, args, kwargs, options):
+        self._ship(function_key, function)
+        ser = serialization.dumps((args, kwargs))
+        wire = protocol.TaskOptionsWire(
+            options.name, options.num_returns, dict(options.resources), options.max_retries,
+            options.max_calls,
+            pickle.dumps(tuple(options.retry_exceptions) if isinstance(options.retry_exceptions, list)
+                         else options.retry_exceptions),
+            pickle.dumps(options.runtime_env) if options.runtime_env else b"")
+
+        def build(rid):
+            buffers = []
+            return protocol.SubmitTaskReq(rid, function_key, to_payload(ser, buffers),
+                                          self._deps(args, kwargs), wire), buffers
+
+        return self._own(self._request(build))
+
+    def cancel(self, object_id, force, recursive):
+        return self._query("cancel", object_id, force, recursive)
+
+    def create_actor(self, cls, class_key, args, kwargs, options):
+        self._ship(class_key, cls)
+        ser = serialization.dumps((args, kwargs))
+        blob = pickle.dumps(options)
+
+        def build(rid):
+            buffers = []
+            return protocol.CreateActorReq(rid, class_key, to_payload(ser, buffers),
+                                           self._deps(args, kwargs), blob), buffers
+
+        return self._request(build)
+
+    def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
+        ser = serialization.dumps((args, kwargs))
+
+        def build(rid):
+            buffers = []
+            return protocol.CallActorReq(rid, actor_id, method_name, to_payload(ser, buffers),
+                                         self._deps(args, kwargs), options.name or method_name,
+                                         options.num_returns), buffers
+
+        return self._own(self._request(build))
+
+    def kill_actor(self, actor_id, no_restart):
+        return self._query("kill_actor", actor_id, no_restart)
+
+    # Actor handles: the first handle to an actor in this process registers a borrow with the
+    # driver (sent at once, so it precedes the reply of the call that carried the handle); the
+    # drop of the last one returns it.
+    def add_actor_handle(self, actor_id):
+        with self._handle_lock:
+            self._handle_counts[actor_id] = self._handle_counts.get(actor_id, 0) + 1
+            first = self._handle_counts[actor_id] == 1
+        if first:
+            self._worker.send(protocol.RefUpdate(borrow=[actor_id]))
+
+    def remove_actor_handle(self, actor_id):
+        self._ref_events.put(("h-", actor_id))  # from a finalizer: queued, not sent here
+
+    def actor_handle_escaped(self, actor_id):
+        self._ref_events.put(("hpin", actor_id))
+
+    def _handle_dropped(self, actor_id):
+        with self._handle_lock:
+            left = self._handle_counts.get(actor_id, 0) - 1
+            if left > 0:
+                self._handle_counts[actor_id] = left
+                return False
+            self._handle_counts.pop(actor_id, None)
+            return True
+
+    def get_named_actor(self, name, namespace):
+        return self._query("get_named_actor", name, namespace)
+
+    def list_named_actors(self, all_namespaces):
+        return self._query("list_named_actors", all_namespaces)
+
+    def exit_current_actor(self):
+        if current_call.get()[2] is None:
+            raise RuntimeError("exit_actor() is called outside an actor")
+        self._worker.exit_actor_after_call = True
+        raise SystemExit(0)
+
+    # -- cluster state -----------------------------------------------------------------------
+    def nodes(self):
+        return self._query("nodes")
+
+    def cluster_resources(self):
+        return self._query("cluster_resources")
+
+    def available_resources(self):
+        return self._query("available_resources")
+
+    def context(self):
+        task_id, task_name, actor_id = current_call.get()
+        w = self._worker
+        return CallContext(
+            job_id=w.job_id, node_id=w.node_id, worker_id=w.worker_id, namespace=w.namespace,
+            is_driver=False, task_id=task_id,
+            actor_id=actor_id if actor_id is not None else w.actor_id, task_name=task_name,
+            actor_name=w.actor_name, assigned_resources=dict(w.assigned_resources),
+            gpu_ids=list(w.gpu_ids), was_restarted=w.restart_count > 0,
+            actor_handle_meta=w.actor_handle_meta, runtime_env=w.runtime_env or {},
+            node_ip_address=w.node_ip)
+
+
+def not_found(kind, key):
+    return errors.CoreError(f"{kind} {key!r} is not registered with this worker")
