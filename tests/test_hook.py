@@ -192,3 +192,42 @@ def test_module_attributes_look_like_a_package():
     result = run_code(code)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == ["2.60.0", True, True, True, True]
+
+
+def test_find_spec_answers_for_ray_modules_and_never_raises():
+    # Libraries probe optional Ray modules this way (transformers' is_ray_tune_available).
+    code = textwrap.dedent("""
+        import importlib.util
+        for name in ("ray.serve", "ray.tune", "ray.no_such_module", "ray.util", "ray.util.nope"):
+            spec = importlib.util.find_spec(name)
+            print(name, "spec" if spec is not None else "None")
+        try:
+            import ray.tune
+        except ModuleNotFoundError as e:
+            print(type(e).__name__)
+    """)
+    result = run_code(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:6] == [
+        "ray.serve spec", "ray.tune spec", "ray.no_such_module None", "ray.util spec",
+        "ray.util.nope None", "RayAdapterModuleGapError"]
+
+
+def test_nested_disabled_blocks_keep_the_finder_off_until_the_outermost_ends():
+    code = textwrap.dedent("""
+        from ray_adapter import hook
+        def probe():
+            try:
+                import ray
+                return "proxy"
+            except ModuleNotFoundError:
+                return "absent"
+        with hook.disabled():
+            with hook.disabled():
+                pass
+            print(probe())
+        print(probe())
+    """)
+    result = run_code(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["absent", "proxy"]

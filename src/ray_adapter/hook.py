@@ -47,9 +47,13 @@ class RayProxyFinder:
 
         target_spec = importlib.util.find_spec(proxy_name(fullname))
         if target_spec is None:
-            from ray_adapter import gaps
+            # As with real Ray, a Ray module that exists answers with a spec (importing it then
+            # raises why it cannot be used here); a name Ray does not have answers None.
+            from ray_adapter import matrix
 
-            raise gaps.module_gap_error(fullname)
+            if matrix.module_entry(fullname) is None:
+                return None
+            return importlib.machinery.ModuleSpec(fullname, _GapLoader(), is_package=True)
         return importlib.machinery.ModuleSpec(
             fullname, self, is_package=target_spec.submodule_search_locations is not None
         )
@@ -79,6 +83,19 @@ class RayProxyFinder:
         alias_spec = module.__spec__
         if alias_spec is not None and alias_spec.loader_state is not None:
             module.__spec__ = alias_spec.loader_state
+
+
+class _GapLoader:
+    """Loader of a Ray module the adapter does not provide: importing it raises the gap error
+    (a ModuleNotFoundError subclass that names the reason and the matrix entry)."""
+
+    def create_module(self, spec):
+        from ray_adapter import gaps
+
+        raise gaps.module_gap_error(spec.name)
+
+    def exec_module(self, module):  # pragma: no cover - create_module always raises
+        raise ImportError(module.__name__)
 
 
 def installed_finder():
@@ -124,18 +141,29 @@ def uninstall():
         sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "_ray_adapter_finder", False)]
 
 
+_disabled_depth = 0
+
+
 class disabled:
     """``with hook.disabled():`` -- inside the block ``import ray`` is not served by the adapter
     (real Ray if installed). Names already imported stay as they are; code that needs real Ray
-    must import it inside the block before anything imported the proxy."""
+    must import it inside the block before anything imported the proxy. Blocks nest: the
+    finder is active again when the outermost one ends."""
 
     def __enter__(self):
-        self._finder = installed_finder()
-        if self._finder is not None:
-            self._finder.active = False
+        global _disabled_depth
+        with _install_lock:
+            self._finder = installed_finder()
+            if self._finder is not None:
+                _disabled_depth += 1
+                self._finder.active = False
         return self
 
     def __exit__(self, *exc):
-        if self._finder is not None:
-            self._finder.active = True
+        global _disabled_depth
+        with _install_lock:
+            if self._finder is not None:
+                _disabled_depth -= 1
+                if _disabled_depth == 0:
+                    self._finder.active = True
         return False

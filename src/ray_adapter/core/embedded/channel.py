@@ -8,7 +8,9 @@ Threads: :meth:`Channel.send` / :meth:`Channel.enqueue` may be called from any t
 while the caller holds a component's lock (enqueueing is a list append under the channel's own
 leaf lock, never I/O). The bytes are written by :meth:`Channel.flush`, outside every lock, by
 whichever caller finds no flush under way: frames queued meanwhile by other threads go out in
-the same write (batching), in queue order. :meth:`Channel.recv` is called by one thread only.
+the same write (batching), in queue order. A caller never waits for a slow peer: what the
+socket does not take at once is finished by a short-lived writer thread (at most one per
+channel at a time). :meth:`Channel.recv` is called by one thread only.
 """
 import array
 import collections
@@ -40,8 +42,8 @@ class Channel:
 
     def __init__(self, sock):
         self.sock = sock
-        self._lock = threading.Lock()     # leaf lock: guards _queue, _flushing, _closed
-        self._queue = collections.deque()
+        self._lock = threading.Lock()     # leaf lock: guards _segments, _flushing, _closed
+        self._segments = collections.deque()  # [data, fd or None] pieces of queued frames
         self._flushing = False
         self._closed = False
         self._buf = bytearray()
@@ -53,17 +55,18 @@ class Channel:
     def enqueue(self, body, buffers=()):
         """Queue one frame: ``body`` (bytes) and ``buffers`` (bytes-like or ShmBuffer). Never
         blocks on I/O; call :meth:`flush` after releasing any lock held."""
-        pieces = [_HEADER.pack(len(body), len(buffers)), body]
+        segments = [[_HEADER.pack(len(body), len(buffers)) + body, None, None]]
         for buf in buffers:
             if type(buf) is ShmBuffer:
-                pieces.append((_BUF.pack(_SHARED, buf.nbytes), buf))
+                # The header carries the descriptor; the buffer stays alive until it is sent.
+                segments.append([_BUF.pack(_SHARED, buf.nbytes), buf.fd, buf])
             else:
                 view = memoryview(buf).cast("B")
-                pieces.append(_BUF.pack(_INLINE, view.nbytes))
-                pieces.append(view)
+                segments.append([_BUF.pack(_INLINE, view.nbytes), None, None])
+                segments.append([view, None, None])
         with self._lock:
             if not self._closed:
-                self._queue.append(pieces)
+                self._segments.extend(segments)
 
     def send(self, body, buffers=()):
         """:meth:`enqueue` then :meth:`flush`."""
@@ -72,57 +75,58 @@ class Channel:
 
     def flush(self):
         """Write every queued frame, unless another thread is doing so (it writes ours too).
-        A broken connection drops what is queued; the reader side reports the peer's exit."""
+
+        Never blocks on a slow peer: bytes go out without waiting (MSG_DONTWAIT) while the
+        socket takes them; if the peer stops reading, the rest is handed to a writer thread of
+        this channel (which may wait) and the caller returns. A broken connection drops what
+        is queued; the reader side reports the peer's exit."""
+        with self._lock:
+            if self._flushing or not self._segments:
+                return
+            self._flushing = True
+        self._drain(socket.MSG_DONTWAIT)
+
+    def _drain(self, flags):
+        """Write queued segments; the calling thread holds the flushing role."""
+        segments = self._segments
         while True:
             with self._lock:
-                if self._flushing or not self._queue:
+                if not segments:
+                    self._flushing = False
                     return
-                self._flushing = True
-                batch = list(self._queue)
-                self._queue.clear()
+                data, fd, keep = segments.popleft()
+                if fd is None and len(data) < _COALESCE and segments and segments[0][1] is None:
+                    run, size = [data], len(data)  # join small pieces into one write
+                    while segments and segments[0][1] is None and size < _COALESCE:
+                        piece = segments.popleft()[0]
+                        run.append(piece)
+                        size += len(piece)
+                    data = b"".join(run)
             try:
-                self._write(batch)
+                if fd is not None:
+                    sent = self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                       array.array("i", [fd]))], flags)
+                else:
+                    sent = self.sock.send(data, flags)
+            except BlockingIOError:
+                sent = -1
             except (OSError, ValueError):
                 with self._lock:
                     self._closed = True
-                    self._queue.clear()
-            finally:
-                with self._lock:
+                    segments.clear()
                     self._flushing = False
-
-    def _write(self, batch):
-        pending = []
-        size = 0
-        keep = []  # shared buffers stay alive until their descriptor is written
-        for pieces in batch:
-            for piece in pieces:
-                if type(piece) is tuple:  # (frame header, ShmBuffer): the header carries the fd
-                    header, shared = piece
-                    if pending:
-                        self.sock.sendall(b"".join(pending))
-                        pending, size = [], 0
-                    self._send_fd(header, shared.fd)
-                    keep.append(shared)
-                    continue
-                n = len(piece)
-                if n >= _COALESCE:
-                    if pending:
-                        self.sock.sendall(b"".join(pending))
-                        pending, size = [], 0
-                    self.sock.sendall(piece)
-                    continue
-                pending.append(piece)
-                size += n
-                if size >= _COALESCE:
-                    self.sock.sendall(b"".join(pending))
-                    pending, size = [], 0
-        if pending:
-            self.sock.sendall(b"".join(pending))
-
-    def _send_fd(self, header, fd):
-        sent = self.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
-        if sent < len(header):
-            self.sock.sendall(header[sent:])
+                return
+            if sent == len(data):
+                continue
+            with self._lock:  # put back what is left (its descriptor went with the first byte)
+                if sent <= 0:
+                    segments.appendleft([data, fd, keep])
+                else:
+                    segments.appendleft([memoryview(data).cast("B")[sent:], None, keep])
+            if flags:  # the peer is not reading now: a writer thread finishes, this caller returns
+                threading.Thread(target=self._drain, args=(0,), daemon=True,
+                                 name="ray-adapter-channel-writer").start()
+                return
 
     # -- receiving ---------------------------------------------------------------------------
     def recv(self):
@@ -194,7 +198,7 @@ class Channel:
     def close(self):
         with self._lock:
             self._closed = True
-            self._queue.clear()
+            self._segments.clear()
         for closer in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
             try:
                 closer()

@@ -192,6 +192,7 @@ class TaskManager:
             grant, record.grant, record.worker = record.grant, None, None
             retry = (not message.ok and message.retryable and record.retries_left != 0
                      and not record.cancelled)
+            left = record.retries_left  # Ray's notice counts the retries before this one
             if retry:
                 if record.retries_left > 0:
                     record.retries_left -= 1
@@ -208,7 +209,7 @@ class TaskManager:
         rt.scheduler.run(rt.scheduler.release(grant))
         datas = [protocol.from_payload(p, buffers) for p in message.results]
         if retry:
-            rt.notice_retry(record.options.name, record.retries_left, datas[0])
+            rt.notice_retry(record.options.name, left, datas[0])
             self._queue(record)
         else:
             self._finish(record, datas, not message.ok)
@@ -225,6 +226,7 @@ class TaskManager:
             if record.cancelled:
                 outcome = "cancelled"
             elif record.retries_left != 0:
+                left = record.retries_left  # Ray's notice counts the retries before this one
                 if record.retries_left > 0:
                     record.retries_left -= 1
                 record.state = TaskState.QUEUED
@@ -236,7 +238,7 @@ class TaskManager:
         if outcome == "cancelled":
             self._finish_cancelled(record)
         elif outcome == "retry":
-            rt.notice_retry(record.options.name, record.retries_left, None, worker.pid, code)
+            rt.notice_retry(record.options.name, left, None, worker.pid, code)
             self._queue(record)
         else:
             self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
