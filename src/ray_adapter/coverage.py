@@ -170,10 +170,10 @@ def find(query):
             by_short = {}
             for n in names:
                 by_short.setdefault(n.rpartition(".")[2], []).append(n)
-            close = difflib.get_close_matches(base, names, n=5, cutoff=0.75)
-            close += [n for s in difflib.get_close_matches(short, by_short, n=3, cutoff=0.75)
+            close = difflib.get_close_matches(base, names, n=3, cutoff=0.8)
+            close += [n for s in difflib.get_close_matches(short, by_short, n=1, cutoff=0.8)
                       for n in by_short[s]]
-            see_also = list(dict.fromkeys(close))
+            see_also = list(dict.fromkeys(close))[:6]
     return matches, see_also
 
 

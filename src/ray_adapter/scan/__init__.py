@@ -99,20 +99,37 @@ def _classifier(backend):
     return _classifiers[backend]
 
 
-def scan_source(text, path="<string>", backend="embedded", cell=None):
-    """``(findings, errors)`` for one Python source text."""
+def _parse(text, path, cell):
     try:
-        tree = ast.parse(text, filename=path)
+        return ast.parse(text, filename=path), None
     except SyntaxError as exc:
-        kind = type(exc).__name__
-        return [], [ScanError(path, cell, exc.lineno or 0, exc.offset or 0, f"{kind}: {exc.msg}")]
+        return None, ScanError(path, cell, exc.lineno or 0, exc.offset or 0, f"{type(exc).__name__}: {exc.msg}")
     except (ValueError, MemoryError, RecursionError) as exc:  # null bytes; absurd nesting
-        return [], [ScanError(path, cell, 0, 0, f"{type(exc).__name__}: {exc}")]
-    if "ray" not in text:
-        return [], []  # nothing can be bound to Ray without the word (the parse still checks syntax)
-    uses = visitor.uses(tree, text.split("\n"), _classifier(backend))
-    return [Finding(path, cell, u.line, u.column, u.end_line, u.end_column, u.symbol, u.detail,
-                    u.kind, u.status, u.reason) for u in uses], []
+        return None, ScanError(path, cell, 0, 0, f"{type(exc).__name__}: {exc}")
+
+
+def _scan_sources(parts, path, backend):
+    """Notebook cells share one namespace, so one walker sees them in order."""
+    walker = visitor.RayUses(_classifier(backend), [])
+    findings, errors = [], []
+    for source in parts:
+        tree, error = _parse(source.text, path, source.cell)
+        if error is not None:
+            errors.append(error)
+            continue
+        if "ray" not in source.text and not walker.ray:
+            continue  # nothing can be bound to Ray without the word (the parse still checks syntax)
+        walker.lines, walker.uses = source.text.split("\n"), []
+        walker.visit(tree)
+        found = [Finding(path, source.cell, u.line, u.column, u.end_line, u.end_column, u.symbol,
+                         u.detail, u.kind, u.status, u.reason) for u in walker.uses]
+        findings += sorted(found, key=lambda f: (f.line, f.column))
+    return findings, errors
+
+
+def scan_source(text, path="<string>", backend="embedded"):
+    """``(findings, errors)`` for one Python source text."""
+    return _scan_sources([files.Source(text)], path, backend)
 
 
 def scan_file(path, backend="embedded"):
@@ -121,12 +138,7 @@ def scan_file(path, backend="embedded"):
         parts = files.sources(path)
     except files.SourceError as exc:
         return [], [ScanError(path, None, exc.line, exc.column, str(exc))]
-    findings, errors = [], []
-    for source in parts:
-        found, failed = scan_source(source.text, path, backend, source.cell)
-        findings += found
-        errors += failed
-    return findings, errors
+    return _scan_sources(parts, path, backend)
 
 
 def _scan_many(job):
@@ -161,6 +173,7 @@ def scan(paths, backend="embedded", excludes=(), use_gitignore=True, jobs=None):
 
 def _parallel(paths, backend, jobs):
     import multiprocessing
+    import threading
     from concurrent.futures import ProcessPoolExecutor
 
     from ray_adapter import matrix
@@ -169,7 +182,9 @@ def _parallel(paths, backend, jobs):
     matrix.submodule_entries()
     for section in matrix.option_sections():
         matrix.options(section)
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    # fork is cheapest (workers inherit the loaded matrix) but unsafe once threads run here.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and \
+        threading.active_count() == 1 else "spawn"
     context = multiprocessing.get_context(method)
     size = max(1, min(64, len(paths) // (jobs * 4)))
     chunks = [(paths[i:i + size], backend) for i in range(0, len(paths), size)]

@@ -143,6 +143,8 @@ def _decode(data):
 
 #: A line that is IPython syntax, not Python: ``%magic``, ``!shell``, ``x = !shell``, ``obj?``.
 _MAGIC_LINE = re.compile(r"^(\s*)(?:(?:[\w.\[\], ]+=\s*)?[%!]|[\w.]+\?\??\s*$)")
+#: ``%time stmt`` / ``%timeit stmt`` / ``%prun stmt``: the statement is Python.
+_TIMED_MAGIC = re.compile(r"^(\s*)(%(?:time|timeit|prun)\b(?:\s+-\S+)*)(.*)$")
 #: Cell magics whose body is still Python.
 _PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 
@@ -156,8 +158,19 @@ def _without_magics(lines):
         return text
     except (SyntaxError, ValueError):
         pass
-    return "\n".join(m.group(1) + "pass" if (m := _MAGIC_LINE.match(line)) else line
-                     for line in lines)
+    return "\n".join(_python_of(line) for line in lines)
+
+
+def _python_of(line):
+    """``%timeit f(x)`` keeps ``f(x)`` (blanked magic, same columns); other IPython lines
+    become ``pass``."""
+    match = _MAGIC_LINE.match(line)
+    if match is None:
+        return line
+    timed = _TIMED_MAGIC.match(line)
+    if timed is not None and timed.group(3).strip():
+        return timed.group(1) + " " * len(timed.group(2)) + timed.group(3)
+    return match.group(1) + "pass"
 
 
 def _notebook_cells(data):
