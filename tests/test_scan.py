@@ -108,6 +108,11 @@ def test_decorator_call_and_option_forms():
     assert at(found, 18, "ray.method").status == symbol_status("ray.method")
     method_keys = [f for f in found if f.symbol.startswith("method.")]
     assert bool(method_keys) == ("method" in matrix.option_sections())
+    # ray.init's own address check: Ray Client addresses are a gap, with ray.init's reason.
+    client = at(found, 47, "init.address")
+    assert client.status == "gap" and "Ray Client" in client.reason and "--symbol init.address" in client.reason
+    # A loop variable named ray rebinds the name: the body is not Ray.
+    assert not [f for f in found if f.line == 49]
     # Findings come in source order.
     assert found == sorted(found, key=lambda f: (f.line, f.column))
 
@@ -202,3 +207,39 @@ def test_parallel_scan_matches_serial(tmp_path):
     serial = scan.scan([str(tmp_path)], jobs=1)
     parallel = scan.scan([str(tmp_path)], jobs=2)  # spawned workers when this process has threads
     assert serial.findings == parallel.findings and len(serial.findings) == 80 * 3
+
+
+@pytest.fixture
+def matrix_with_method_section(tmp_path, monkeypatch):
+    """A copy of the matrix whose options.toml also has a `method` section."""
+    import shutil
+
+    copy = tmp_path / "compat_matrix"
+    shutil.copytree(matrix.MATRIX_DIR, copy)
+    with open(copy / "options.toml", "a", encoding="utf-8") as fh:
+        fh.write('\n[method.num_returns]\nembedded = "supported"\nyuanrong = "supported"\nnote = ""\n'
+                 '[method.concurrency_group]\nembedded = "gap"\nyuanrong = "gap"\n'
+                 'note = "Concurrency groups are not implemented yet."\n')
+    cached = [matrix.modules, matrix.submodule_entries, matrix.options, matrix.option_sections,
+              matrix.api_levels]
+
+    def clear():
+        for fn in cached:
+            fn.cache_clear()
+        scan._classifiers.clear()
+
+    monkeypatch.setattr(matrix, "MATRIX_DIR", str(copy))
+    clear()
+    yield
+    monkeypatch.undo()
+    clear()
+
+
+def test_any_options_section_is_used(matrix_with_method_section, tmp_path):
+    assert "method" in matrix.option_sections()
+    found = findings(FIXTURES / "forms.py")
+    assert at(found, 18, "method.num_returns").status == "supported"       # @ray.method(num_returns=2)
+    assert at(found, 39, "method.num_returns").detail == "=1"              # a.two.options(num_returns=1)
+    src = tmp_path / "m.py"
+    src.write_text("import ray\nclass A:\n    @ray.method(concurrency_group='io')\n    def f(self): pass\n")
+    assert at(findings(src), 3, "method.concurrency_group").status == "gap"

@@ -119,6 +119,13 @@ def test_literal_option_values_agree_with_the_validator_at_decoration_time():
     assert scanned == actual, list(zip(OPTION_CASES, scanned, actual))
 
 
+def test_a_ray_client_address_is_a_gap_in_both():
+    ran = run_code("import ray\nray.init(address='ray://head:10001')\n")
+    assert ran.returncode != 0 and "RayAdapterOptionError" in ran.stderr
+    found, _ = scan.scan_source("import ray\nray.init(address='ray://head:10001')\n")
+    assert [f.status for f in found if f.symbol == "init.address"] == ["gap"]
+
+
 def _gap_symbol():
     for module, data in matrix.modules().items():
         if data["module_status"] == "gap" or module != "ray":

@@ -44,3 +44,6 @@ remote_f.options(num_cpu=1).remote()
 ray.init("auto", runtime_env={"env_vars": {"A": "B"}, "pip": ["requests"]}, num_cpus=4,
          _temp_dir="/tmp/x")
 RemotePlain.options(lifetime="detached", concurrency_groups={"io": 2}).remote()
+ray.init(address="ray://head:10001")
+for ray in ():
+    ray.anything

@@ -131,7 +131,9 @@ class Classifier:
         if verdict == "invalid":
             return Verdict(symbol, "option", "unknown", f"Ray rejects this value too: {message}")
         if verdict == "gap":
-            return Verdict(symbol, "option", "gap", note)
+            # The validator's own words: why this value, and where the entry is.
+            why = message.split(" is not supported by ray-adapter: ", 1)[-1].strip()
+            return Verdict(symbol, "option", "gap", why or note)
         if verdict == "supported" and status != "supported":
             return Verdict(symbol, "option", "supported", f"this value is fully supported. {note}".strip())
         return Verdict(symbol, "option", status if verdict == "partial" else verdict, note)
@@ -181,6 +183,24 @@ def _proxy_provides(dotted):
     return True
 
 
+def _check_init_address(address):
+    """ray.init's own address check (Ray Client ``ray://`` addresses are a gap). Only its gap
+    error counts: whether ``"auto"`` finds a cluster depends on where the code will run."""
+    try:
+        from ray_adapter.ray._private import worker
+    except ImportError:
+        return
+    check = getattr(worker, "_check_address", None)
+    if check is None:
+        return
+    try:
+        check(address)
+    except gaps.RayAdapterOptionError:
+        raise
+    except Exception:  # noqa: BLE001 - environment-dependent outcomes (no cluster to attach to)
+        pass
+
+
 def _validator_ruling(section, key, value, backend):
     """Run the adapter's option validator (``ray._private.options.check``) on one literal
     option: ``("supported" | "partial" | "gap" | "invalid", message)``, or None when it cannot
@@ -199,6 +219,8 @@ def _validator_ruling(section, key, value, backend):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             validator.check(section, {key: value}, backend=backend)
+            if section == "init" and key == "address" and isinstance(value, str):
+                _check_init_address(value)
     except gaps.RayAdapterOptionError as exc:
         return "gap", str(exc)
     except (ValueError, TypeError) as exc:

@@ -131,7 +131,11 @@ class RayUses(ast.NodeVisitor):
 
     # -- names -------------------------------------------------------------------------------
     def visit_Name(self, node):
-        if node.id in self.ray:
+        if node.id not in self.ray:
+            return
+        if isinstance(node.ctx, ast.Store):  # for ray in ..., with ... as ray, (ray := ...)
+            self._unbind(node.id)
+        else:
             self._add(node, self.c.name(self.ray[node.id]))
 
     def visit_Attribute(self, node):
