@@ -1,6 +1,8 @@
 """`ray-adapter doctor` and the interpreter-start warning for an unknown RAY_BACKEND value."""
 import importlib.util
+import os
 import re
+import subprocess
 import textwrap
 
 import pytest
@@ -65,3 +67,19 @@ def test_the_warning_imports_nothing_heavy():
     ours = {m for m in imported if m.startswith("ray_adapter")}
     assert ours == {"ray_adapter", "ray_adapter._boot"}, ours
     assert not imported & {"tomllib", "tomli", "ray_adapter.matrix", "ray_adapter.hook", "json", "ast"}
+
+
+REFERENCE = os.environ.get("RAY_REFERENCE_PYTHON")
+
+
+@pytest.mark.skipif(not REFERENCE, reason="RAY_REFERENCE_PYTHON (an interpreter with real Ray) is not set")
+def test_doctor_sees_real_ray_and_says_the_adapter_shadows_it():
+    purelib = subprocess.run([REFERENCE, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    env = {"PYTHONPATH": purelib}
+    off = cli("doctor", env=env)
+    assert "real Ray: installed (ray 2.60.0" in off.stdout and "`import ray` gives it" in off.stdout
+    assert off.returncode == 0, off.stdout
+    on = cli("doctor", env={**env, "RAY_BACKEND": "yuanrong"})
+    assert "shadowed: with RAY_BACKEND=yuanrong `import ray` is the adapter" in on.stdout
+    assert on.returncode == 0, on.stdout
