@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from ray_adapter import matrix
+
 from conftest import run_python
 
 CLI = shutil.which("ray-adapter") or os.path.join(os.path.dirname(sys.executable), "ray-adapter")
@@ -41,9 +43,11 @@ def test_report_markdown():
 
 def test_report_symbol_and_suggestions():
     out = cli("report", "--symbol", "ray.util.placement_group")
-    assert out.returncode == 0 and "embedded: gap" in out.stdout and "note:" in out.stdout
-    miss = cli("report", "--symbol", "placement_group")
-    assert miss.returncode == 1 and "did you mean: ray.util.placement_group" in miss.stdout
+    status = matrix.lookup("ray.util", "placement_group").embedded
+    assert f"embedded: {status}" in out.stdout and "note:" in out.stdout
+    assert out.returncode == (2 if status == "gap" else 0)
+    miss = cli("report", "--symbol", "placement_groups")
+    assert miss.returncode == 1 and "did you mean:" in miss.stdout and "ray.util.placement_group" in miss.stdout
 
 
 def test_report_survives_a_closed_pipe():
@@ -64,11 +68,12 @@ def test_run_installs_the_hook_even_without_site(tmp_path):
 
 
 def test_doctor_reports_backend_selection():
-    out = cli("doctor")
+    out = cli("doctor", env={"RAY_BACKEND": "yuanrong"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ray_adapter.pth" in out.stdout and "runtime backend for ray.init(): embedded" in out.stdout
+    assert "(because the default" in out.stdout and "result: OK" in out.stdout
     pytest.importorskip("yr")
-    local = cli("doctor", env={"RAY_ADAPTER_RUNTIME": "yr-local"})
+    local = cli("doctor", env={"RAY_BACKEND": "yuanrong", "RAY_ADAPTER_RUNTIME": "yr-local"})
     assert "yr local mode" in local.stdout and local.returncode == 0
 
 

@@ -71,7 +71,7 @@ def option_gap_error(owner, option, reason):
     """The error for an unsupported option of ``owner`` (e.g. ``ray.remote``)."""
     qualname = f"{owner}({option}=...)"
     err = RayAdapterOptionError(
-        f"{owner}: option {option!r} is not supported by ray-adapter: {reason} See {matrix.matrix_ref(owner)}."
+        f"{owner}: option {option!r} is not supported by ray-adapter: {reason} See {matrix.option_ref(owner, option)}."
     )
     err.qualname = qualname
     return err

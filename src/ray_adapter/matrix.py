@@ -120,3 +120,59 @@ def matrix_ref(qualname):
     while module not in modules() and "." in module:
         module = module.rsplit(".", 1)[0]
     return f"`ray-adapter report --symbol {qualname}` (compat_matrix/{module}.toml)"
+
+
+@functools.lru_cache(maxsize=None)
+def api_levels():
+    """``{qualname: "public" | "internal"}``: the ``api`` field of every symbol (and of every
+    ``[modules]`` entry of ``ray.toml``, which are public Ray libraries).
+
+    "public" is what Ray itself marks as user API (``__all__``, ``@PublicAPI``,
+    ``@DeveloperAPI``, ``@Deprecated``); "internal" is a Ray-internal name a module happens to
+    bind (``client_mode_hook``, ``PublicAPI``, ids). Derived by ``tools/ray_api_levels.py``.
+    """
+    out = {}
+    for filename in sorted(os.listdir(MATRIX_DIR)):
+        if not filename.endswith(".toml"):
+            continue
+        data = _load_toml(os.path.join(MATRIX_DIR, filename))
+        if data.get("kind") == "options":
+            continue
+        for name, spec in data.get("symbols", {}).items():
+            out[f"{data['module']}.{name}"] = spec.get("api", "")
+        for name, spec in data.get("modules", {}).items():
+            out[name] = spec.get("api", "public")
+    return out
+
+
+def api_level(entry):
+    """``"public"``, ``"internal"`` or ``""`` (not recorded) for a symbol Entry."""
+    return api_levels().get(entry.qualname, "")
+
+
+@functools.lru_cache(maxsize=None)
+def option_sections():
+    """The sections of ``options.toml`` in file order: ``task``, ``actor``, ``init`` and any
+    other it has (e.g. ``method``); each is a valid argument of :func:`options`."""
+    data = _load_toml(os.path.join(MATRIX_DIR, "options.toml"))
+    return tuple(name for name, value in data.items() if isinstance(value, dict))
+
+
+#: The options sections that list the keywords of each Ray API that takes options.
+OPTION_SECTIONS_OF = {"ray.remote": ("task", "actor"), "ray.init": ("init",),
+                      "ray.method": ("method",), "ActorMethod.options": ("method",)}
+_OPTION_OWNER_SYMBOL = {"ActorMethod.options": "ray.actor.ActorMethod"}
+
+
+def option_ref(owner_api, option):
+    """Where a user reads about option ``option`` of ``owner_api`` (``"ray.remote"``,
+    ``"ray.init"``, ``"ray.method"``, ``"ActorMethod.options"``); ``option`` may carry a value
+    (``"num_returns='dynamic'"``, ``"runtime_env['pip']"``)."""
+    key = option.split("=", 1)[0].split("[", 1)[0]
+    sections = [s for s in OPTION_SECTIONS_OF.get(owner_api, ())
+                if s in option_sections() and key in options(s)]
+    if not sections:
+        return matrix_ref(_OPTION_OWNER_SYMBOL.get(owner_api, owner_api))
+    query = f"{sections[0]}.{key}" if len(sections) == 1 else f"{owner_api}.{key}"
+    tables = ", ".join(f"[{s}.{key}]" for s in sections)
+    return f"`ray-adapter report --symbol {query}` (compat_matrix/options.toml {tables})"

@@ -1,0 +1,18 @@
+"""Write docs/compat.md from the compat matrix: ``python tools/gen_compat_doc.py``.
+
+``tests/test_report.py`` fails when the file differs from what this writes, so run it after
+changing any ``src/ray_adapter/compat_matrix/*.toml`` (or ``usage.csv``).
+"""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+from ray_adapter import report  # noqa: E402
+
+if __name__ == "__main__":
+    target = os.path.join(ROOT, "docs", "compat.md")
+    with open(target, "w", encoding="utf-8") as fh:
+        fh.write(report.compat_markdown())
+    print(f"wrote {os.path.relpath(target, ROOT)}")
