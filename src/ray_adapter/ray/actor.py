@@ -9,6 +9,7 @@ from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import context_if_started, core as _ensure_core, translated
 from ray_adapter.ray._raylet import ActorID
+from ray_adapter.ray._private.signatures import checker_for
 from ray_adapter.ray.remote_function import _check_call, _to_core_args, _wrap_returns
 
 _METHOD_OPTIONS_ATTR = "__ray_method_options__"
@@ -134,19 +135,14 @@ def _check_method_call(meta, method_name, args, kwargs):
     cls = _ACTOR_CLASSES.get(key)
     if cls is None:
         return  # a handle whose class this process never created: the actor checks
-    sig = _METHOD_SIGNATURES.get((key, method_name))
-    if sig is None:
+    checker = _METHOD_SIGNATURES.get((key, method_name))
+    if checker is None:
         import inspect
 
-        try:
-            sig = inspect.signature(getattr(cls, method_name))
-            if not isinstance(inspect.getattr_static(cls, method_name, None), (staticmethod, classmethod)):
-                sig = sig.replace(parameters=list(sig.parameters.values())[1:])  # drop self
-        except (TypeError, ValueError, AttributeError):
-            sig = False
-        _METHOD_SIGNATURES[(key, method_name)] = sig
-    if sig is not False:
-        sig.bind(*args, **kwargs)
+        static = isinstance(inspect.getattr_static(cls, method_name, None), (staticmethod, classmethod))
+        checker = _METHOD_SIGNATURES[(key, method_name)] = checker_for(
+            getattr(cls, method_name, None), drop_self=not static)
+    checker.check(args, kwargs)
 
 
 def _make_actor_class(cls, options):

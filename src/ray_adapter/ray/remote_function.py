@@ -6,6 +6,7 @@ from ray_adapter import gaps
 from ray_adapter.core import ArgRef
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import core as _ensure_core, translated
+from ray_adapter.ray._private.signatures import checker_for
 from ray_adapter.ray._raylet import ObjectRef
 
 
@@ -20,19 +21,11 @@ def _to_core_args(args, kwargs):
 
 
 def _check_call(owner, target, args, kwargs):
-    """Bind the arguments to ``target``'s signature, so a wrong call raises TypeError at
-    ``.remote()`` as in Ray, not later in the worker. ``owner._signature`` caches it."""
-    sig = owner._signature
-    if sig is None:
-        import inspect
-
-        try:
-            sig = inspect.signature(target)
-        except (TypeError, ValueError):  # builtins and some C callables have none
-            sig = False
-        owner._signature = sig
-    if sig is not False:
-        sig.bind(*args, **kwargs)
+    """Check the arguments of a call of ``target``; ``owner._signature`` caches the checker."""
+    checker = owner._signature
+    if checker is None:
+        checker = owner._signature = checker_for(target)
+    checker.check(args, kwargs)
 
 
 def _wrap_returns(ids, num_returns, core):

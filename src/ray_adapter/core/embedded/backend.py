@@ -250,7 +250,9 @@ class EmbeddedBackend(RuntimeCore):
         self.objects.add_ref(object_id)
 
     def remove_local_reference(self, object_id):
-        if self._started:
+        # Called from ObjectRef.__del__, in any thread, at any point: applied at once when the
+        # table's (leaf) lock is free, else queued for the release thread.
+        if self._started and not self.objects.try_drop_ref(object_id):
             self._releases.put(self.objects.drop_ref, object_id)
 
     def flush_releases(self):

@@ -11,6 +11,14 @@ whichever caller finds no flush under way: frames queued meanwhile by other thre
 the same write (batching), in queue order. A caller never waits for a slow peer: what the
 socket does not take at once is finished by a short-lived writer thread (at most one per
 channel at a time). :meth:`Channel.recv` is called by one thread only.
+
+Deferred flushing (:meth:`Channel.post`): frames posted in a burst (tasks started after a batch
+of results, thousands of ``.remote()`` calls) go out in a few large writes. A posted channel is
+flushed by the first of: any thread about to block (:func:`flush_posted` runs before every
+blocking receive, ``get`` and ``wait``), or the kick thread, at most :data:`FLUSH_DELAY` seconds
+later. Synchronous round trips pay no delay: the caller blocks right after posting. Threads
+that always flush before they block (readers: :func:`flushes_before_blocking`) do not arm the
+kick thread.
 """
 import array
 import collections
@@ -24,6 +32,8 @@ _HEADER = struct.Struct("!II")   # body length, number of buffers
 _BUF = struct.Struct("!BQ")      # buffer kind, length in bytes
 _INLINE, _SHARED = 0, 1
 _CHUNK = 1 << 16
+#: Longest a posted frame waits to be written when no thread blocks meanwhile (seconds).
+FLUSH_DELAY = 0.0005
 #: Descriptors per sendmsg at most; the receiver's ancillary buffer holds exactly this many.
 MAX_FDS = 32
 _COALESCE = 1 << 18  # join small pieces up to this many bytes into one write
@@ -72,6 +82,15 @@ class Channel:
         """:meth:`enqueue` then :meth:`flush`."""
         self.enqueue(body, buffers)
         self.flush()
+
+    def post(self, body, buffers=()):
+        """:meth:`enqueue`, and have it flushed soon (see the module notes)."""
+        self.enqueue(body, buffers)
+        _posted.add(self)
+
+    def mark_posted(self):
+        """Have what is queued flushed soon (after :meth:`enqueue` under a lock)."""
+        _posted.add(self)
 
     def flush(self):
         """Write every queued frame, unless another thread is doing so (it writes ours too).
@@ -165,6 +184,10 @@ class Channel:
             raise ChannelClosed("peer closed the connection")
         return n
 
+    def _recv_blocking(self, view):
+        flush_posted()  # about to block: write what this process queued first
+        return self._recv_into(view)
+
     def _read_exact(self, n):
         have = len(self._buf) - self._pos
         if have >= n:
@@ -182,12 +205,12 @@ class Channel:
         filled = have
         if n - filled >= _CHUNK:  # a large frame: straight into its own buffer
             while filled < n:
-                filled += self._recv_into(view[filled:])
+                filled += self._recv_blocking(view[filled:])
             return memoryview(out).toreadonly()  # read-only, as object payloads must be
         chunk = bytearray(_CHUNK)
         chunk_view = memoryview(chunk)
         while filled < n:  # small: read ahead into the shared buffer
-            got = self._recv_into(chunk_view)
+            got = self._recv_blocking(chunk_view)
             take = min(got, n - filled)
             view[filled:filled + take] = chunk_view[:take]
             filled += take
@@ -211,3 +234,62 @@ class Channel:
                 os.close(self._fds.popleft())
             except OSError:
                 pass
+
+
+class _Posted:
+    """Channels with posted frames not yet flushed, and the kick thread that flushes them at
+    most FLUSH_DELAY after the first was posted (it sleeps while nothing is posted)."""
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._channels = set()
+        self._armed = False
+        self._thread = None
+
+    def add(self, channel):
+        with self._cond:
+            self._channels.add(channel)
+            if self._armed or getattr(_local, "self_flushing", False):
+                return
+            self._armed = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="ray-adapter-flush")
+                self._thread.start()
+            else:
+                self._cond.notify()
+
+    def flush(self):
+        with self._cond:
+            if not self._channels:
+                return
+            channels, self._channels = self._channels, set()
+        for channel in channels:
+            channel.flush()
+
+    def _run(self):
+        import time
+
+        while True:
+            with self._cond:
+                while not self._armed:
+                    self._cond.wait()
+            time.sleep(FLUSH_DELAY)
+            with self._cond:
+                self._armed = False
+            self.flush()
+
+
+_posted = _Posted()
+_local = threading.local()
+
+
+def flushes_before_blocking():
+    """Declare that the calling thread flushes posted frames itself before it blocks (a
+    reader thread), so its posts need no kick."""
+    _local.self_flushing = True
+
+
+def flush_posted():
+    """Write every posted frame now (call before blocking)."""
+    if _posted._channels:
+        _posted.flush()

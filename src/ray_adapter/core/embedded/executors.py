@@ -16,6 +16,7 @@ import threading
 
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.channel import flush_posted
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.worker_core import current_call
 from ray_adapter.core.execution import apply_env, split_returns, task_failure
@@ -101,6 +102,7 @@ class ActorHost:
         limit = message.max_concurrency
         self.concurrent = self.is_async or bool(limit and limit > 1)
         self.loop = None
+        self._flush_scheduled = False
         self.async_calls = {}  # task id -> concurrent future of a call on the loop
         self._pool = None
         if self.is_async:
@@ -130,14 +132,14 @@ class ActorHost:
             self.instance = cls(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001
             _, results, bufs = pack_error(task_failure(exc, name, None))
-            w.send(protocol.ActorFailed(message.actor_id, results[0]), bufs)
+            w.post(protocol.ActorFailed(message.actor_id, results[0]), bufs)
             return
         finally:
             current_call.reset(token)
         self.ready.set()
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self._limits[1].set)
-        w.send(protocol.ActorReady(message.actor_id))
+        w.post(protocol.ActorReady(message.actor_id))
 
     # -- calls -------------------------------------------------------------------------------
     def submit(self, message, buffers):
@@ -182,7 +184,7 @@ class ActorHost:
         if task_id in w.cancelled:  # cancelled while it ran on a pool thread
             w.cancelled.discard(task_id)
             reply = pack_error(errors.TaskCancelled(task_id))
-        self._finish(task_id, reply)
+        self._finish(task_id, reply, "main" if in_main_thread else "pool")
 
     async def _run_async(self, message, buffers):
         limit, ready = self._limits
@@ -201,12 +203,13 @@ class ActorHost:
                 reply = self._failure(exc, task_id, name)
             finally:
                 current_call.reset(token)
-            self._finish(task_id, reply)
+            self._finish(task_id, reply, "loop")
 
     def _async_done(self, message, future):
         self.async_calls.pop(message.task_id, None)
         if future.cancelled():  # cancelled before its coroutine started: answer it here
             self.worker.send_done(message.task_id, pack_error(errors.TaskCancelled(message.task_id)))
+            flush_posted()
 
     def cancel(self, task_id):
         """Cancel a call running on the event loop; False if it is not one."""
@@ -227,11 +230,24 @@ class ActorHost:
             return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name))
         return pack_error(task_failure(exc, name, w.actor_class_name))
 
-    def _finish(self, task_id, reply):
+    def _finish(self, task_id, reply, where="main"):
+        """Answer call ``task_id``. Results are posted: the main thread flushes when idle, the
+        event loop once per turn (all calls that finished in it go in one write), a pool
+        thread at once."""
         w = self.worker
         if w.exit_actor_after_call:
             w.exit_actor(task_id, reply)
         w.send_done(task_id, reply)
+        if where == "loop":
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.loop.call_soon(self._flush_from_loop)
+        elif where == "pool":
+            flush_posted()
+
+    def _flush_from_loop(self):
+        self._flush_scheduled = False
+        flush_posted()
 
 
 async def _loop_primitives(limit):

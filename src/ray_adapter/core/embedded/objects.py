@@ -146,6 +146,20 @@ class ObjectTable:
                 entry.refs -= count
                 self._free_if_unused(object_id, entry)
 
+    def try_drop_ref(self, object_id):
+        """:meth:`drop_ref` if the lock is free now; False (nothing done) if it is held, by
+        another thread or by this one (a finalizer run inside the table's own code)."""
+        if not self._lock.acquire(False):
+            return False
+        try:
+            entry = self._objects.get(object_id)
+            if entry is not None:
+                entry.refs -= 1
+                self._free_if_unused(object_id, entry)
+        finally:
+            self._lock.release()
+        return True
+
     def release(self, object_ids):
         """Undo :meth:`hold`."""
         with self._lock:
@@ -254,6 +268,9 @@ class ObjectTable:
     def wait(self, object_ids, needed, timeout):
         """Block the calling thread until ``needed`` of ``object_ids`` are sealed; True if so
         within ``timeout`` seconds (None: forever). Raises NotInitialized on shutdown."""
+        from ray_adapter.core.embedded.channel import flush_posted
+
+        flush_posted()  # about to block: the work this waits for may still be queued here
         event = threading.Event()
         outcome = []
 

@@ -25,7 +25,8 @@ import traceback
 
 from ray_adapter.core import ids
 from ray_adapter.core.embedded import protocol
-from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
+                                                flushes_before_blocking)
 
 #: Extra idle workers kept per node beyond its CPU count before idle ones are retired.
 IDLE_WORKER_SLACK = 2
@@ -67,10 +68,16 @@ class WorkerHandle:
         self.channel.enqueue(protocol.encode(message), buffers)
 
     def send(self, message, buffers=()):
+        """Queue ``message`` and write it now."""
         self.channel.send(protocol.encode(message), buffers)
 
+    def post(self, message, buffers=()):
+        """Queue ``message``; it is written with the next batch (see channel.post)."""
+        self.channel.post(protocol.encode(message), buffers)
+
     def flush(self):
-        self.channel.flush()
+        """Have what :meth:`enqueue` queued written with the next batch."""
+        self.channel.mark_posted()
 
     def register(self, key, blob):
         """Queue the function or class ``key`` unless this worker has it already."""
@@ -178,6 +185,7 @@ class WorkerPool:
 
     # -- reading -----------------------------------------------------------------------------
     def _reader(self, worker):
+        flushes_before_blocking()
         channel = worker.channel
         decode = protocol.driver_decoder.decode
         dispatch = self._dispatch
@@ -193,6 +201,7 @@ class WorkerPool:
                              f"{worker.pid}; the worker is stopped:\n{traceback.format_exc()}")
         finally:
             self._reap(worker)
+            flush_posted()  # what the exit path posted (a retried task...) goes out now
 
     def _reap(self, worker):
         worker.kill_group() if worker.state is not WorkerState.RETIRED else None

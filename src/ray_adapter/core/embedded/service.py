@@ -31,12 +31,12 @@ class DriverService:
     # -- replies -----------------------------------------------------------------------------
     @staticmethod
     def reply(worker, req_id, value):
-        worker.send(protocol.Reply(req_id, True, _plain(value)))
+        worker.post(protocol.Reply(req_id, True, _plain(value)))
 
     def reply_error(self, worker, req_id, error):
         buffers = []
         payload = to_payload(self.rt.error_data(error), buffers)
-        worker.send(protocol.Reply(req_id, False, payload), buffers)
+        worker.post(protocol.Reply(req_id, False, payload), buffers)
 
     # -- registrations and submissions -------------------------------------------------------
     def on_function(self, worker, message, buffers):
@@ -162,12 +162,12 @@ class DriverService:
         buffers = []
         for data, is_error in values:
             if is_error:
-                worker.send(protocol.GetReply(req_id, [], to_payload(data, buffers)), buffers)
+                worker.post(protocol.GetReply(req_id, [], to_payload(data, buffers)), buffers)
                 return
         payloads = [to_payload(data, buffers) for data, _ in values]
-        worker.send(protocol.GetReply(req_id, payloads), buffers)
+        worker.post(protocol.GetReply(req_id, payloads), buffers)
 
     def _send_get_error(self, worker, req_id, error):
         buffers = []
         payload = to_payload(serialization.dumps(error), buffers)
-        worker.send(protocol.GetReply(req_id, [], payload), buffers)
+        worker.post(protocol.GetReply(req_id, [], payload), buffers)

@@ -20,7 +20,8 @@ import traceback
 
 from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol
-from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
+                                                flushes_before_blocking)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.execution import apply_env, restore_env
 
@@ -54,8 +55,13 @@ class Worker:
     def send(self, message, buffers=()):
         self.channel.send(protocol.encode(message), buffers)
 
+    def post(self, message, buffers=()):
+        """Queue ``message`` for the next batch (written before this process next blocks)."""
+        self.channel.post(protocol.encode(message), buffers)
+
     # -- driver messages (reader thread) -----------------------------------------------------
     def reader(self):
+        flushes_before_blocking()
         decode = protocol.worker_decoder.decode
         try:
             while True:
@@ -129,8 +135,11 @@ class Worker:
         signal.signal(signal.SIGUSR1, self._on_sigusr1)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         threading.Thread(target=self.reader, name="ray-adapter-reader", daemon=True).start()
+        flushes_before_blocking()
+        queue_get = self.exec_queue.get
         while True:
-            item = self.exec_queue.get()
+            flush_posted()  # the result of the last call goes out before the next one runs
+            item = queue_get()
             if item is None:
                 break
             message, buffers = item
@@ -142,6 +151,7 @@ class Worker:
             elif kind is protocol.CreateActor:
                 self.actor.create(message, buffers)
             del item, message, buffers
+        flush_posted()
         executors.flush_std()
 
     def load(self, key):
@@ -192,13 +202,14 @@ class Worker:
 
     def send_done(self, task_id, reply, retryable=False):
         ok, results, buffers = reply
-        self.send(protocol.TaskDone(task_id, ok, results, retryable), buffers)
+        self.post(protocol.TaskDone(task_id, ok, results, retryable), buffers)
 
     def exit_actor(self, task_id, reply):
         """``exit_actor()`` was called by call ``task_id``: tell the driver first (so no later
         call is sent here), answer the call, then leave."""
-        self.send(protocol.ActorExiting(self.actor_id))
+        self.post(protocol.ActorExiting(self.actor_id))
         self.send_done(task_id, reply)
+        flush_posted()
         end_process(0)
 
 
