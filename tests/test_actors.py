@@ -384,3 +384,16 @@ def test_actor_pool_ordered_after_unordered(ray):
     assert sorted(pool.map_unordered(lambda a, v: a.double.remote(v), range(4))) == [0, 2, 4, 6]
     pool.submit(lambda a, v: a.double.remote(v), 20)
     assert pool.get_next() == 40
+
+
+def test_unknown_actor_method_option_raises_type_error_at_remote(ray):
+    @ray.remote
+    class A:
+        def f(self):
+            return 1
+
+    a = A.remote()
+    wrapped = a.f.options(bogus=1)  # as in Ray: accepted here, rejected by .remote()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        wrapped.remote()
+    assert ray.get(a.f.options(name="named").remote()) == 1

@@ -43,7 +43,7 @@ def test_report_markdown():
 
 def test_report_symbol_and_suggestions():
     out = cli("report", "--symbol", "ray.util.placement_group")
-    status = matrix.lookup("ray.util", "placement_group").embedded
+    status = matrix.lookup("ray.util", "placement_group").status("embedded")
     assert f"embedded: {status}" in out.stdout and "note:" in out.stdout
     assert out.returncode == (2 if status == "gap" else 0)
     miss = cli("report", "--symbol", "placement_groups")

@@ -30,13 +30,16 @@ def test_every_entry_is_well_formed():
     for module, data in matrix.modules().items():
         assert data["module_status"] in matrix.STATUSES, module
         for name, e in data["symbols"].items():
-            assert e.embedded in matrix.STATUSES and e.yuanrong in matrix.STATUSES, e.qualname
+            statuses = [e.status(b) for b in matrix.BACKENDS]
+            assert all(s in matrix.STATUSES for s in statuses), e.qualname
             assert e.kind, e.qualname
-            if "gap" in (e.embedded, e.yuanrong) or "partial" in (e.embedded, e.yuanrong):
+            if set(statuses) != {"supported"}:
                 assert e.note.strip(), f"{e.qualname}: a gap or partial entry must say why"
-    for owner in ("task", "actor", "init"):
+    for owner in matrix.option_sections():
         for name, e in matrix.options(owner).items():
-            assert e.embedded in matrix.STATUSES and (e.embedded == "supported" or e.note), e.qualname
+            statuses = [e.status(b) for b in matrix.BACKENDS]
+            assert all(s in matrix.STATUSES for s in statuses), e.qualname
+            assert set(statuses) == {"supported"} or e.note, e.qualname
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -54,7 +57,7 @@ def test_module_importability_matches_status(module):
 def test_supported_symbols_exist_and_gaps_raise(module):
     mod = proxy_module(module)
     for name, entry in matrix.symbols(module).items():
-        if entry.embedded != "gap":
+        if entry.status("embedded") != "gap":
             value = getattr(mod, name)  # raises if the proxy lacks it
             assert value is not None, entry.qualname
         else:
@@ -86,16 +89,16 @@ def test_every_adapter_symbol_is_in_the_matrix(module):
 
 def test_whole_module_gaps_are_not_provided():
     for module, entry in matrix.submodule_entries().items():
-        assert entry.embedded == "gap" and entry.note, module
+        assert entry.status("embedded") == "gap" and entry.note, module
         assert importlib.util.find_spec(PROXY + module[len("ray"):]) is None, module
 
 
 def test_option_statuses_drive_validation():
     for owner in ("task", "actor"):
         for name, entry in matrix.options(owner).items():
-            if entry.embedded == "supported":
+            if entry.status("embedded") == "supported":
                 options_module.check(owner, {name: None}, backend="embedded")
-            elif entry.embedded == "gap":
+            elif entry.status("embedded") == "gap":
                 with pytest.raises(gaps.RayAdapterOptionError, match=name):
                     options_module.check(owner, {name: object()}, backend="embedded")
     with pytest.raises(ValueError, match="Invalid option keyword nope"):
@@ -134,3 +137,87 @@ def test_matrix_lists_every_option_of_real_ray():
     task, actor = json.loads(out.stdout)
     assert set(task) <= set(matrix.options("task"))
     assert set(actor) <= set(matrix.options("actor"))
+
+
+def test_a_third_backend_is_a_new_column(tmp_path, monkeypatch):
+    import re
+    import shutil
+
+    copy = tmp_path / "compat_matrix"
+    shutil.copytree(matrix.MATRIX_DIR, copy)
+    with open(copy / "backends.toml", "a", encoding="utf-8") as fh:
+        fh.write('\n[backends.third]\ndescription = "a backend added as data only"\n')
+    for path in copy.glob("*.toml"):
+        if path.name != "backends.toml":
+            text = re.sub(r'(?m)^yuanrong = ("[a-z]+")$', r'yuanrong = \1\nthird = "gap"', path.read_text())
+            path.write_text(text)
+    caches = [matrix.modules, matrix.submodule_entries, matrix.options, matrix.option_sections,
+              matrix.api_levels]
+    monkeypatch.setattr(matrix, "MATRIX_DIR", str(copy))
+    monkeypatch.setattr(matrix, "BACKENDS", matrix._load_backends())
+    for fn in caches:
+        fn.cache_clear()
+    try:
+        assert matrix.BACKENDS == ("embedded", "yuanrong", "third")
+        assert matrix.lookup("ray", "get").status("third") == "gap"
+        assert matrix.lookup("ray", "get").status("embedded") == "supported"
+        with pytest.raises(gaps.RayAdapterOptionError, match="num_cpus"):
+            options_module.check("task", {"num_cpus": 1}, backend="third")
+        options_module.check("task", {"num_cpus": 1}, backend="embedded")
+    finally:
+        monkeypatch.undo()
+        for fn in caches:
+            fn.cache_clear()
+
+
+def test_an_entry_without_a_status_for_every_backend_is_rejected():
+    with pytest.raises(ValueError, match="no status for"):
+        matrix._entry("ray", "x", {"kind": "function", "embedded": "supported", "note": ""})
+
+
+def test_partial_values_are_judged_by_the_matrix_data():
+    check = options_module.check
+    check("task", {"scheduling_strategy": "SPREAD"}, backend="embedded")
+    check("task", {"num_returns": 3}, backend="embedded")
+    check("task", {"runtime_env": {"env_vars": {"A": "1"}, "working_dir": None}}, backend="embedded")
+    with pytest.raises(gaps.RayAdapterOptionError, match="num_returns='streaming'"):
+        check("task", {"num_returns": "streaming"}, backend="embedded")
+    with pytest.raises(gaps.RayAdapterOptionError, match="runtime_env\\['pip'\\]"):
+        check("task", {"runtime_env": {"pip": ["x"]}}, backend="embedded")
+    entry = matrix.options("task")["scheduling_strategy"]
+    assert entry.get("supported_values") == ("DEFAULT", "SPREAD") and entry.get("otherwise") == "gap"
+
+
+def test_options_are_checked_again_for_the_backend_ray_init_chose(monkeypatch):
+    pytest.importorskip("yr")
+    import ray_adapter.ray as ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    monkeypatch.delenv("RAY_ADAPTER_RUNTIME", raising=False)
+
+    def f():
+        return 1
+
+    limited = ray.remote(max_calls=2)(f)  # fine for the embedded runtime the guess names
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    ray.init(num_cpus=1)
+    try:
+        with pytest.raises(gaps.RayAdapterOptionError, match="max_calls"):
+            limited.remote()
+    finally:
+        ray.shutdown()
+
+
+def test_method_options_come_from_the_matrix():
+    import ray_adapter.ray as ray
+
+    with pytest.raises(AssertionError, match="Unexpected keyword argument to @ray.method: 'bogus'"):
+        ray.method(bogus=1)
+    with pytest.raises(AssertionError, match="'name'"):  # an ActorMethod.options keyword only
+        ray.method(name="x")
+    with pytest.raises(gaps.RayAdapterOptionError, match="concurrency_group"):
+        ray.method(concurrency_group="io")
+    with pytest.raises(gaps.RayAdapterOptionError, match="max_task_retries"):
+        ray.method(max_task_retries=2)  # accepted silently before: now says it is not honoured
+    assert ray.method(num_returns=2)(lambda self: (1, 2)).__ray_method_options__ == {"num_returns": 2}

@@ -39,7 +39,7 @@ def test_options_are_first_class_entries(query, names):
     out = symbol_cli(query, "--format", "json")
     data = json.loads(out.stdout)
     assert [m["name"] for m in data["matches"]] == names
-    statuses = [matrix.options(n.split(".")[0])[n.split(".")[1]].embedded for n in names]
+    statuses = [matrix.options(n.split(".")[0])[n.split(".")[1]].status("embedded") for n in names]
     assert [m["status"] for m in data["matches"]] == statuses
     assert out.returncode == data["exit_code"] == _expected_code(statuses)
     assert all(m["where"].startswith("compat_matrix/options.toml [") for m in data["matches"])
@@ -48,11 +48,11 @@ def test_options_are_first_class_entries(query, names):
 
 
 def test_symbol_exit_codes_follow_the_backend():
-    gap = next(e for m in matrix.modules() for e in matrix.symbols(m).values() if e.embedded == "gap")
+    gap = next(e for m in matrix.modules() for e in matrix.symbols(m).values() if e.status("embedded") == "gap")
     out = symbol_cli(gap.qualname)
     assert out.returncode == 2 and "embedded: gap" in out.stdout and "note:" in out.stdout
     assert symbol_cli("ray.get").returncode == 0
-    differs = next(k for k, e in matrix.options("task").items() if e.embedded != "gap" and e.yuanrong == "gap")
+    differs = next(k for k, e in matrix.options("task").items() if e.status("embedded") != "gap" and e.status("yuanrong") == "gap")
     assert symbol_cli(f"task.{differs}").returncode == 0
     assert symbol_cli(f"task.{differs}", "--backend", "yuanrong").returncode == 2
 

@@ -209,33 +209,7 @@ def test_parallel_scan_matches_serial(tmp_path):
     assert serial.findings == parallel.findings and len(serial.findings) == 80 * 3
 
 
-@pytest.fixture
-def matrix_with_method_section(tmp_path, monkeypatch):
-    """A copy of the matrix whose options.toml also has a `method` section."""
-    import shutil
-
-    copy = tmp_path / "compat_matrix"
-    shutil.copytree(matrix.MATRIX_DIR, copy)
-    with open(copy / "options.toml", "a", encoding="utf-8") as fh:
-        fh.write('\n[method.num_returns]\nembedded = "supported"\nyuanrong = "supported"\nnote = ""\n'
-                 '[method.concurrency_group]\nembedded = "gap"\nyuanrong = "gap"\n'
-                 'note = "Concurrency groups are not implemented yet."\n')
-    cached = [matrix.modules, matrix.submodule_entries, matrix.options, matrix.option_sections,
-              matrix.api_levels]
-
-    def clear():
-        for fn in cached:
-            fn.cache_clear()
-        scan._classifiers.clear()
-
-    monkeypatch.setattr(matrix, "MATRIX_DIR", str(copy))
-    clear()
-    yield
-    monkeypatch.undo()
-    clear()
-
-
-def test_any_options_section_is_used(matrix_with_method_section, tmp_path):
+def test_the_method_options_section_is_used(tmp_path):
     assert "method" in matrix.option_sections()
     found = findings(FIXTURES / "forms.py")
     assert at(found, 18, "method.num_returns").status == "supported"       # @ray.method(num_returns=2)

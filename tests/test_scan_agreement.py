@@ -131,7 +131,7 @@ def _gap_symbol():
         if data["module_status"] == "gap" or module != "ray":
             continue
         for name, entry in sorted(data["symbols"].items()):
-            if entry.embedded == "gap" and entry.kind == "function" and not name.startswith("_"):
+            if entry.status("embedded") == "gap" and entry.kind == "function" and not name.startswith("_"):
                 return f"{module}.{name}"
     return None
 

@@ -129,8 +129,10 @@ def _symbol_match(entry):
         where = (f"compat_matrix/{module}.toml" if module in matrix.modules()
                  else f'compat_matrix/ray.toml [modules."{module}"]')
         return Match(module, entry, where, "module", matrix.api_levels().get(module, "public"))
-    return Match(entry.qualname, entry, f"compat_matrix/{entry.module}.toml [symbols.{entry.name}]",
-                 entry.kind, matrix.api_level(entry))
+    table = (f'members."{entry.name}"' if entry.name in matrix.members(entry.module)
+             else f"symbols.{entry.name}")
+    return Match(entry.qualname, entry, f"compat_matrix/{entry.module}.toml [{table}]",
+                 entry.kind, matrix.api_level(entry) or "public")
 
 
 def _option_match(section, key):
@@ -153,6 +155,9 @@ def find(query):
     matches = _option_query(f"{inside.group(1)}.{inside.group(2)}") if inside else []
     module, _, name = base.rpartition(".")
     entry = matrix.lookup(module, name) if module else None
+    if entry is None and module.count(".") >= 1:  # ray.actor.ActorClass.bind: a class member
+        owner_module, _, owner = module.rpartition(".")
+        entry = matrix.lookup(owner_module, f"{owner}.{name}")
     if matches:
         pass
     elif entry is not None:
@@ -196,6 +201,7 @@ def _option_query(text):
 @functools.lru_cache(maxsize=None)
 def _all_names():
     names = [e.qualname for m in matrix.modules() for e in matrix.symbols(m).values()]
+    names += [e.qualname for m in matrix.modules() for e in matrix.members(m).values()]
     names += list(matrix.modules()) + list(matrix.submodule_entries())
     names += [f"{s}.{k}" for s in matrix.option_sections() for k in matrix.options(s)]
     return tuple(sorted(set(names)))

@@ -33,7 +33,17 @@ def _message(qualname, entry, what):
     note = (entry.note or "not implemented by ray-adapter yet").rstrip()
     if not note.endswith("."):
         note += "."
-    return f"{qualname} is not supported by ray-adapter ({entry.embedded}): {note} See {matrix.matrix_ref(qualname)}."
+    return (f"{qualname} is not supported by ray-adapter ({entry.status(_backend())}): {note} "
+            f"See {matrix.matrix_ref(qualname)}.")
+
+
+def _backend():
+    """The backend the error is about: the running one, else the one ray.init() would pick."""
+    from ray_adapter import core
+
+    current = core._current
+    name = current.backend_name if current is not None else core.select_backend()
+    return name if name in matrix.BACKENDS else matrix.BACKENDS[0]
 
 
 def _ray_version():

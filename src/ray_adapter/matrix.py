@@ -10,32 +10,47 @@ import os
 from dataclasses import dataclass
 
 STATUSES = ("supported", "partial", "gap")
-BACKENDS = ("embedded", "yuanrong")
 MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat_matrix")
+#: Keys of a data-file entry that are not backend statuses.
+_ENTRY_FIELDS = ("kind", "note", "api")
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One symbol (or submodule) of a Ray module and its status per backend."""
+    """One symbol, option or submodule of a Ray module and its status per backend.
+
+    ``statuses`` holds ``(backend, status)`` pairs, one per backend of ``backends.toml``;
+    ``extra`` the entry's other data fields (e.g. an option's ``supported_values``)."""
 
     module: str
     name: str
     kind: str
-    embedded: str
-    yuanrong: str
+    statuses: tuple
     note: str
+    extra: tuple = ()
 
     @property
     def qualname(self):
         return f"{self.module}.{self.name}" if self.name else self.module
 
     def status(self, backend="embedded"):
-        return getattr(self, backend)
+        """This entry's status on ``backend`` (KeyError for a backend the matrix lacks)."""
+        for name, status in self.statuses:
+            if name == backend:
+                return status
+        raise KeyError(f"the compat matrix has no backend {backend!r} (backends: {', '.join(BACKENDS)})")
 
     @property
     def available(self):
         """True when some backend provides the symbol (the proxy module must define it)."""
-        return self.embedded != "gap" or self.yuanrong != "gap"
+        return any(status != "gap" for _, status in self.statuses)
+
+    def get(self, field, default=None):
+        """A data field of the entry other than its statuses (``supported_values``...)."""
+        for name, value in self.extra:
+            if name == field:
+                return value
+        return default
 
 
 def _load_toml(path):
@@ -47,6 +62,29 @@ def _load_toml(path):
         return tomllib.load(fh)
 
 
+def _freeze(value):
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    return value
+
+
+def _entry(module, name, spec, kind=None):
+    """An Entry from a data-file table; every backend must have a status."""
+    missing = [b for b in BACKENDS if b not in spec]
+    if missing:
+        raise ValueError(f"compat matrix entry {module}.{name} has no status for {missing}")
+    statuses = tuple((b, spec[b]) for b in BACKENDS)
+    extra = tuple((k, _freeze(v)) for k, v in spec.items() if k not in BACKENDS and k not in _ENTRY_FIELDS)
+    return Entry(module, name, kind or spec.get("kind", ""), statuses, spec.get("note", ""), extra)
+
+
+def _load_backends():
+    data = _load_toml(os.path.join(MATRIX_DIR, "backends.toml"))
+    return tuple(data["backends"])
+
+
 @functools.lru_cache(maxsize=None)
 def modules():
     """``{module name: {"module_status": str, "symbols": {name: Entry}}}`` for every data file."""
@@ -55,16 +93,13 @@ def modules():
         if not filename.endswith(".toml"):
             continue
         data = _load_toml(os.path.join(MATRIX_DIR, filename))
-        if data.get("kind") == "options":
+        if data.get("kind") in ("options", "backends"):
             continue
         module = data["module"]
-        symbols = {
-            name: Entry(module, name, spec.get("kind", ""), spec["embedded"], spec["yuanrong"],
-                        spec.get("note", ""))
-            for name, spec in data.get("symbols", {}).items()
-        }
+        symbols = {name: _entry(module, name, spec) for name, spec in data.get("symbols", {}).items()}
+        members = {name: _entry(module, name, spec) for name, spec in data.get("members", {}).items()}
         out[module] = {"module_status": data.get("module_status", "supported"), "symbols": symbols,
-                       "note": data.get("note", "")}
+                       "members": members, "note": data.get("note", "")}
     return dict(sorted(out.items()))
 
 
@@ -72,10 +107,7 @@ def modules():
 def submodule_entries():
     """Ray submodules listed only as whole modules (``[modules]`` in ``ray.toml``)."""
     data = _load_toml(os.path.join(MATRIX_DIR, "ray.toml"))
-    return {
-        name: Entry(name, "", "module", spec["embedded"], spec["yuanrong"], spec.get("note", ""))
-        for name, spec in data.get("modules", {}).items()
-    }
+    return {name: _entry(name, "", spec, kind="module") for name, spec in data.get("modules", {}).items()}
 
 
 def symbols(module):
@@ -83,9 +115,15 @@ def symbols(module):
     return modules().get(module, {}).get("symbols", {})
 
 
+def members(module):
+    """``{"Class.attr": Entry}``: attributes of the module's classes the matrix records
+    (``ActorClass.bind``...), from the ``[members]`` tables."""
+    return modules().get(module, {}).get("members", {})
+
+
 def lookup(module, name):
-    """The Entry for ``module.name``, or None."""
-    return symbols(module).get(name)
+    """The Entry for ``module.name`` (a symbol, or a ``Class.attr`` member), or None."""
+    return symbols(module).get(name) or members(module).get(name)
 
 
 def module_entry(module):
@@ -94,7 +132,7 @@ def module_entry(module):
         return submodule_entries()[module]
     if module in modules():
         status = modules()[module]["module_status"]
-        return Entry(module, "", "module", status, status, modules()[module]["note"])
+        return Entry(module, "", "module", tuple((b, status) for b in BACKENDS), modules()[module]["note"])
     return None
 
 
@@ -105,13 +143,11 @@ def public_names(module):
 
 @functools.lru_cache(maxsize=None)
 def options(owner):
-    """``{option: Entry}`` for ``owner`` in ("task", "actor", "init") from ``options.toml``."""
+    """``{option: Entry}`` for ``owner`` (a section of ``options.toml``: "task", "actor",
+    "init", "method") from ``options.toml``."""
     data = _load_toml(os.path.join(MATRIX_DIR, "options.toml"))
-    return {
-        name: Entry(f"options.{owner}", name, "option", spec["embedded"], spec["yuanrong"],
-                    spec.get("note", ""))
-        for name, spec in data.get(owner, {}).items()
-    }
+    return {name: _entry(f"options.{owner}", name, spec, kind="option")
+            for name, spec in data.get(owner, {}).items()}
 
 
 def matrix_ref(qualname):
@@ -136,7 +172,7 @@ def api_levels():
         if not filename.endswith(".toml"):
             continue
         data = _load_toml(os.path.join(MATRIX_DIR, filename))
-        if data.get("kind") == "options":
+        if data.get("kind") in ("options", "backends"):
             continue
         for name, spec in data.get("symbols", {}).items():
             out[f"{data['module']}.{name}"] = spec.get("api", "")
@@ -176,3 +212,6 @@ def option_ref(owner_api, option):
     query = f"{sections[0]}.{key}" if len(sections) == 1 else f"{owner_api}.{key}"
     tables = ", ".join(f"[{s}.{key}]" for s in sections)
     return f"`ray-adapter report --symbol {query}` (compat_matrix/options.toml {tables})"
+
+
+BACKENDS = _load_backends()

@@ -13,24 +13,27 @@ from ray_adapter.ray._private.signatures import checker_for
 from ray_adapter.ray.remote_function import _check_call, _to_core_args, _wrap_returns
 
 _METHOD_OPTIONS_ATTR = "__ray_method_options__"
-_METHOD_OPTION_NAMES = {"num_returns", "concurrency_group", "max_task_retries", "retry_exceptions",
-                        "_generator_backpressure_num_objects", "enable_task_events",
-                        "tensor_transport", "name"}
+
+
+def _method_option_names(decorator):
+    """Keywords ``@ray.method`` (``decorator``) or ``ActorMethod.options`` takes, in Ray's
+    order (the ``method`` section of the compat matrix's options)."""
+    from ray_adapter import matrix
+
+    return [k for k, e in matrix.options("method").items() if e.get("decorator", True) or not decorator]
 
 
 def method(*args, **kwargs):
-    """``@ray.method(num_returns=N, ...)``: options of one actor method (mirrors ``ray.method``)."""
-    unknown = set(kwargs) - _METHOD_OPTION_NAMES
-    if unknown:
-        raise ValueError(f"Unexpected keyword arguments to @ray.method: {sorted(unknown)}. "
-                         f"Valid ones are {sorted(_METHOD_OPTION_NAMES)}.")
-    if "concurrency_group" in kwargs:
-        raise gaps.option_gap_error("ray.method", "concurrency_group",
-                                    "Concurrency groups are not implemented yet; use max_concurrency.")
-    num_returns = kwargs.get("num_returns", 1)
-    if num_returns is not None and not isinstance(num_returns, int):
-        raise gaps.option_gap_error("ray.method", f"num_returns={num_returns!r}",
-                                    "Streaming generators are not implemented yet.")
+    """``@ray.method(num_returns=N, ...)``: options of one actor method (mirrors ``ray.method``).
+
+    Raises AssertionError for an unknown keyword (as Ray does) and
+    :class:`ray_adapter.gaps.RayAdapterOptionError` for one the adapter does not support."""
+    valid = _method_option_names(decorator=True)
+    for key in kwargs:
+        if key not in valid:
+            raise AssertionError(f"Unexpected keyword argument to @ray.method: {key!r}. The "
+                                 f"supported keyword arguments are {valid}")
+    _options.check("method", kwargs)
 
     def annotate(fn):
         setattr(fn, _METHOD_OPTIONS_ATTR, dict(kwargs))
@@ -76,7 +79,7 @@ class ActorClass:
     def __init__(self, cls, options=None, _key=None):
         self.__ray_actor_class__ = cls
         self._default_options = dict(options or {})
-        _options.check("actor", self._default_options)
+        self._checked_backend = _options.check("actor", self._default_options)
         self._key = _key or os.urandom(16)
         self._signature = None
         self._methods = _method_table(cls)
@@ -103,6 +106,11 @@ class ActorClass:
         cls = self.__ray_actor_class__
         _check_call(self, cls, args, kwargs)
         core = _ensure_core()
+        if core.backend_name != self._checked_backend:  # chosen by ray.init after decoration
+            _options.check("actor", self._default_options, core.backend_name)
+            for method_options in self._methods.values():
+                _options.check("method", method_options, core.backend_name)
+            self._checked_backend = core.backend_name
         _ACTOR_CLASSES[self._key] = cls  # this process can check method calls' arguments
         meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods,
                 "class_key": self._key}
@@ -171,20 +179,23 @@ class ActorMethod:
                         f"'object.{self._method_name}()', try 'object.{self._method_name}.remote()'.")
 
     def options(self, **call_options):
-        """A copy with per-call options (``num_returns``, ``name``, ...) merged in."""
-        unknown = set(call_options) - _METHOD_OPTION_NAMES
-        if unknown:
-            raise ValueError(f"Invalid option keyword {sorted(unknown)[0]} for actor methods. "
-                             f"Valid ones are {sorted(_METHOD_OPTION_NAMES)}.")
-        num_returns = call_options.get("num_returns")
-        if num_returns is not None and not isinstance(num_returns, int):
-            raise gaps.option_gap_error("ActorMethod.options", f"num_returns={num_returns!r}",
-                                        "Streaming generators are not implemented yet.")
+        """A copy with per-call options (``num_returns``, ``name``, ...) merged in (mirrors
+        ``ActorMethod.options``). A keyword Ray does not know raises TypeError at
+        ``.remote()``, as in Ray; one the adapter does not support raises
+        :class:`ray_adapter.gaps.RayAdapterOptionError` here."""
+        valid = _method_option_names(decorator=False)
+        known = {k: v for k, v in call_options.items() if k in valid}
+        _options.check("method", known)
         merged = dict(self._options)
         merged.update(call_options)
         return ActorMethod(self._handle, self._method_name, merged, own_options=True)
 
     def remote(self, *args, **kwargs):
+        if self._own_options:
+            valid = _method_option_names(decorator=False)
+            for key in self._options:
+                if key not in valid:
+                    raise TypeError(f"_remote() got an unexpected keyword argument '{key}'")
         _check_method_call(self._handle._ray_meta, self._method_name, args, kwargs)
         core = _ensure_core()
         cache = None if self._own_options else self._handle._ray_method_options

@@ -49,7 +49,7 @@ class RemoteFunction:
         self._function = function
         self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
         self._default_options = dict(options or {})
-        _options.check("task", self._default_options)
+        self._checked_backend = _options.check("task", self._default_options)
         self._key = _key or os.urandom(16)
         self._core_options = None
         self._signature = None
@@ -76,6 +76,8 @@ class RemoteFunction:
         """Submit the task; returns its ObjectRef(s)."""
         _check_call(self, self._function, args, kwargs)
         core = _ensure_core()
+        if core.backend_name != self._checked_backend:  # chosen by ray.init after decoration
+            self._checked_backend = _options.check("task", self._default_options, core.backend_name)
         opts = self._core_options
         if opts is None:
             opts = self._core_options = _options.task_options(

@@ -10,25 +10,10 @@ import warnings
 from ray_adapter import gaps, matrix
 from ray_adapter.core import ActorOptions, TaskOptions
 
-_OWNER_LABEL = {"task": "remote functions", "actor": "actors", "init": "ray.init"}
-_OWNER_API = {"task": "ray.remote", "actor": "ray.remote", "init": "ray.init"}
+_OWNER_LABEL = {"task": "remote functions", "actor": "actors", "init": "ray.init",
+                "method": "actor methods"}
+_OWNER_API = {"task": "ray.remote", "actor": "ray.remote", "init": "ray.init", "method": "ray.method"}
 _warned = set()
-
-#: Values of a ``partial`` option that are fully supported (no warning, no error).
-_SUPPORTED_VALUES = {
-    "scheduling_strategy": (None, "DEFAULT", "SPREAD"),
-    "placement_group": (None, "default"),
-    "placement_group_bundle_index": (-1,),
-    "placement_group_capture_child_tasks": (None, False),
-    "lifetime": (None, "non_detached"),
-    "enable_task_events": (None, True, False),
-    "allow_out_of_order_execution": (None, False),
-    "max_pending_calls": (-1, None),
-    "object_store_memory": (None,),
-    "include_dashboard": (None, False),
-    "local_mode": (False,),
-    "_metadata": (None,),
-}
 
 
 def _backend():
@@ -38,9 +23,20 @@ def _backend():
 
 
 def check(owner, options, backend=None):
-    """Validate ``options`` (a dict) for ``owner`` ("task", "actor" or "init")."""
+    """Validate ``options`` (a dict) for ``owner`` ("task", "actor", "init" or "method") on
+    ``backend`` (default: the running one, else the one ``ray.init()`` would pick); returns the
+    backend it checked for. Raises ValueError for an unknown keyword (as Ray),
+    RayAdapterOptionError for a gap; warns once for a partial option given a value the matrix
+    does not list as fully supported."""
     table = matrix.options(owner)
     backend = backend or _backend()
+    if backend not in matrix.BACKENDS:
+        backend = matrix.BACKENDS[0]
+    _check_all(owner, options, table, backend)
+    return backend
+
+
+def _check_all(owner, options, table, backend):
     for key, value in options.items():
         entry = table.get(key)
         if entry is None:
@@ -48,17 +44,35 @@ def check(owner, options, backend=None):
                 f"Invalid option keyword {key} for {_OWNER_LABEL[owner]}. Valid ones are "
                 f"{sorted(table)}.")
         _check_value(key, value)
-        status = entry.status(backend) if backend in matrix.BACKENDS else entry.embedded
-        if status == "supported":
+        status = entry.status(backend)
+        if status == "supported" or value is None:
             continue
         if status == "gap":
-            if value is None:
-                continue
             raise gaps.option_gap_error(_OWNER_API[owner], key, entry.note)
-        allowed = _SUPPORTED_VALUES.get(key)
-        if allowed is not None and _value_in(value, allowed):
-            continue
-        _check_partial_value(owner, key, value, entry)
+        _judge_partial(owner, key, value, entry, backend)
+
+
+def _judge_partial(owner, key, value, entry, backend):
+    """A partial option's value: fully supported per the entry's data, a gap, or a warning."""
+    values = entry.get("supported_values")
+    if values is not None and _value_in(value, values):
+        return
+    types = entry.get("supported_types")
+    if types and type(value).__name__ in types:
+        return
+    keys = entry.get("supported_keys")
+    if keys is not None and isinstance(value, dict):
+        extra = sorted(k for k, v in dict(value).items() if v is not None and k not in keys)
+        if not extra:
+            return
+        raise gaps.option_gap_error(_OWNER_API[owner], f"{key}[{extra[0]!r}]", entry.note)
+    if entry.get("otherwise", "warn") == "gap":
+        raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
+    marker = (owner, key, backend)
+    if marker not in _warned:
+        _warned.add(marker)
+        warnings.warn(f"ray-adapter: {_OWNER_API[owner]} option {key!r} is partially supported: "
+                      f"{entry.note}", UserWarning, stacklevel=4)
 
 
 _AMOUNTS = ("num_cpus", "num_gpus", "memory", "object_store_memory", "_memory")
@@ -104,29 +118,6 @@ def _check_value(key, value):
 
 def _value_in(value, allowed):
     return any(value is a or (type(value) is type(a) and value == a) for a in allowed)
-
-
-def _check_partial_value(owner, key, value, entry):
-    """Raise for values of a partial option the adapter cannot honour; warn for the rest."""
-    if key == "num_returns" and not isinstance(value, int):
-        raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
-    if key == "runtime_env" and value:
-        unsupported = sorted(set(dict(value)) - {"env_vars"})
-        if unsupported:
-            raise gaps.option_gap_error(_OWNER_API[owner], f"runtime_env[{unsupported[0]!r}]", entry.note)
-        return
-    if key == "address":
-        return  # ray.init decides (see worker.init)
-    if key in ("scheduling_strategy", "placement_group", "placement_group_bundle_index",
-               "placement_group_capture_child_tasks"):
-        raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
-    if key == "num_returns" or (key == "runtime_env" and not value):
-        return
-    marker = (owner, key)
-    if marker not in _warned:
-        _warned.add(marker)
-        warnings.warn(f"ray-adapter: {_OWNER_API[owner]} option {key!r} is partially supported: "
-                      f"{entry.note}", UserWarning, stacklevel=4)
 
 
 def _resources(options, default_cpus):
