@@ -90,6 +90,10 @@ class YuanrongBackend(RuntimeCore):
         self._objects = {}
         self._actors = {}
         self._names = {}
+        # (namespace, name) -> Future of the ActorInfo of a named actor being created: a
+        # concurrent create with the same name waits on it (get_if_exists) or fails, so two
+        # racing ``get_if_exists`` creations yield one actor. The creator always resolves it.
+        self._name_claims = {}
         self._runner = None
         self._runners = {}  # (resources, retries) -> the runner with those InvokeOptions
         self._blobs = {}
@@ -405,13 +409,37 @@ class YuanrongBackend(RuntimeCore):
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._check_started()
         namespace = options.namespace if options.namespace is not None else self.namespace
+        claim = None
         with self._lock:
             if options.name:
-                existing = self._names.get((namespace, options.name))
+                key = (namespace, options.name)
+                existing = self._names.get(key)
+                pending = self._name_claims.get(key)
                 if existing is not None and not self._actors[existing].dead:
                     if options.get_if_exists:
                         return self._actors[existing].info
                     raise errors.ActorNameTaken(options.name, namespace)
+                if pending is None:
+                    claim = self._name_claims[key] = concurrent.futures.Future()
+                elif not options.get_if_exists:
+                    raise errors.ActorNameTaken(options.name, namespace)
+        if options.name and claim is None:
+            return pending.result()  # another caller is creating it; it resolves the claim
+        if claim is None:
+            return self._create_actor(cls, args, kwargs, options, namespace)
+        try:
+            info = self._create_actor(cls, args, kwargs, options, namespace)
+        except BaseException as exc:
+            claim.set_exception(exc)
+            raise
+        else:
+            claim.set_result(info)
+        finally:
+            with self._lock:
+                self._name_claims.pop((namespace, options.name), None)
+        return info
+
+    def _create_actor(self, cls, args, kwargs, options, namespace):
         actor_id = self._ids.actor()
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         env = dict((options.runtime_env or {}).get("env_vars") or {})
