@@ -17,7 +17,6 @@ group that is not initialised ``RuntimeError``; a member that died or did not ta
 operation, the group and the rank.
 """
 import logging
-import sys
 
 from ray_adapter import gaps
 from ray_adapter.ray.util.collective import _membership, _rendezvous, types
@@ -285,15 +284,15 @@ def recv_multigpu(tensor, src_rank: int, src_gpu_index: int, group_name: str = "
 def synchronize(gpu_id: int):
     """Wait for the work queued on device ``gpu_id`` (CUDA, or an Ascend NPU) to finish.
     ``RuntimeError`` where there is no such device."""
-    torch = sys.modules.get("torch")
-    if torch is None and types.torch_available():
+    if types.torch_available():
         import torch
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.synchronize(gpu_id)
-        return
-    if torch is not None and getattr(torch, "npu", None) is not None and torch.npu.is_available():
-        torch.npu.synchronize(gpu_id)
-        return
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize(gpu_id)
+            return
+        if getattr(torch, "npu", None) is not None and torch.npu.is_available():
+            torch.npu.synchronize(gpu_id)
+            return
     raise RuntimeError("synchronize call requires CUDA and NCCL.")
 
 

@@ -137,7 +137,7 @@ def connect(backend, world_size, rank, group_name, timeout_ms):
                             lambda: tg.join_store(address[0], address[1], timeout_s))
     try:
         pg = _connecting(group_name, rank, world_size, lambda: tg.build_process_group(
-            backend, store, f"ray_collective/{group_name}/{address[2]}/", rank, world_size, host,
+            backend, store, f"ray_collective/{group_name}/{address[2]}", rank, world_size, host,
             timeout_s))
     except BaseException:
         if rank == 0 and rendezvous is not None:

@@ -80,24 +80,29 @@ def _gloo_device(host):
     return dist.ProcessGroupGloo.create_device(hostname=host)
 
 
+#: Device backends keep torch's own operation timeout: their watchdogs end the process when it
+#: passes, so a short ``gloo_timeout`` must never reach them (Ray's NCCL group has none).
+DEVICE_TIMEOUT = datetime.timedelta(minutes=30)
+
+
 def build_process_group(backend, store, prefix, rank, world_size, host, timeout_s):
-    """The process-group object of one rank; blocks until every rank has connected (or
-    raises after ``timeout_s``)."""
+    """The process-group object of one rank (gloo: every operation bounded by ``timeout_s``).
+    gloo connects every pair of ranks here, so this blocks until all ranks have joined or
+    ``timeout_s`` passed; nccl and hccl connect at the first operation."""
     prefixed = dist.PrefixStore(prefix, store)
-    timeout = _store_timeout(timeout_s)
     if backend == Backend.GLOO:
         opts = dist.ProcessGroupGloo._Options()
-        opts._timeout = timeout
+        opts._timeout = _store_timeout(timeout_s)
         opts._devices = [_gloo_device(host)]
         return dist.ProcessGroupGloo(prefixed, rank, world_size, opts)
     if backend == Backend.NCCL:
         opts = dist.ProcessGroupNCCL.Options()
-        opts._timeout = timeout
+        opts._timeout = DEVICE_TIMEOUT
         return dist.ProcessGroupNCCL(prefixed, rank, world_size, opts)
     if backend == Backend.HCCL:
-        import torch_npu  # noqa: F401
+        import torch_npu  # noqa: F401  (adds ProcessGroupHCCL to torch.distributed)
 
-        return dist.ProcessGroupHCCL(prefixed, rank, world_size, timeout)
+        return dist.ProcessGroupHCCL(prefixed, rank, world_size, DEVICE_TIMEOUT)
     raise ValueError(f"Backend {backend} not registered")
 
 

@@ -1,7 +1,8 @@
 """``ray.util.collective.types``: backend names, reduce operations and per-operation options.
 
-Mirrors Ray 2.60's module of the same name. Importing it never imports torch or cupy:
-:func:`torch_available` and :func:`cupy_available` only look the packages up.
+Mirrors Ray 2.60's module of the same name. Importing it never imports torch or cupy (Ray's
+imports both): :func:`torch_available` imports torch when called, :func:`cupy_available` only
+looks cupy up.
 """
 import importlib.util
 from datetime import timedelta
@@ -11,8 +12,13 @@ from ray_adapter import gaps
 
 
 def torch_available():
-    """True when ``torch`` is installed (``pip install "ray-adapter[collective]"``)."""
-    return importlib.util.find_spec("torch") is not None
+    """True when ``torch`` imports (``pip install "ray-adapter[collective]"``); the first call
+    imports it, as the first collective call would."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def cupy_available():
