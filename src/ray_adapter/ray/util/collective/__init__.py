@@ -17,6 +17,7 @@ group that is not initialised ``RuntimeError``; a member that died or did not ta
 operation, the group and the rank.
 """
 import logging
+from typing import Any, List
 
 from ray_adapter import gaps
 from ray_adapter.ray.util.collective import _membership, _rendezvous, types
@@ -39,12 +40,12 @@ def is_backend_available(backend: str) -> bool:
     return _torch_groups.unavailable_reason(name) is None
 
 
-def gloo_available() -> bool:
+def gloo_available():
     """True when torch (with gloo) is installed."""
     return is_backend_available(types.Backend.GLOO)
 
 
-def nccl_available() -> bool:
+def nccl_available():
     """True when torch has NCCL and a CUDA device is visible."""
     return is_backend_available(types.Backend.NCCL)
 
@@ -53,14 +54,14 @@ def nccl_available() -> bool:
 def is_group_initialized(group_name):
     """True when the calling actor has joined ``group_name`` (a declared group it has not used
     yet is not joined)."""
-    from ray_adapter.ray._private.worker import WORKER_MODE, global_worker
-
-    if global_worker.mode != WORKER_MODE:
+    try:
+        ctx = check_inside_actor()
+    except RuntimeError:  # the driver is in no group
         return False
-    return _membership.lookup(group_name) is not None
+    return _membership.lookup(ctx, group_name) is not None
 
 
-def init_collective_group(world_size: int, rank: int, backend=types.Backend.NCCL,
+def init_collective_group(world_size: int, rank: int, backend: types.Backend = types.Backend.NCCL,
                           group_name: str = "default", gloo_timeout: int = 30000):
     """Join the calling actor to a collective group (blocks until all ``world_size`` ranks join).
 
@@ -69,7 +70,7 @@ def init_collective_group(world_size: int, rank: int, backend=types.Backend.NCCL
     name or unknown backend, ``AssertionError`` for a rank outside ``[0, world_size)``,
     ``TimeoutError`` when rank 0 does not publish its address in time.
     """
-    check_inside_actor()
+    ctx = check_inside_actor()
     if not group_name:
         raise ValueError("group_name '{}' needs to be a string.".format(group_name))
 
@@ -79,10 +80,10 @@ def init_collective_group(world_size: int, rank: int, backend=types.Backend.NCCL
         assert rank < world_size
         return usable_backend(backend, "ray.util.collective.init_collective_group", declaring=False)
 
-    _membership.join(validate, world_size, rank, group_name, gloo_timeout)
+    _membership.join(ctx, validate, world_size, rank, group_name, gloo_timeout)
 
 
-def create_collective_group(actors, world_size: int, ranks, backend=types.Backend.NCCL,
+def create_collective_group(actors: List[Any], world_size: int, ranks: List[int], backend: types.Backend = types.Backend.NCCL,
                             group_name: str = "default", gloo_timeout: int = 30000):
     """Declare ``actors`` (with ``ranks``) a collective group, from the driver; each actor joins
     on its first collective call. Raises ``RuntimeError`` for a group declared twice, a
@@ -106,21 +107,18 @@ def create_collective_group(actors, world_size: int, ranks, backend=types.Backen
 def destroy_collective_group(group_name: str = "default") -> None:
     """Leave ``group_name`` and release its communicators; also removes a declaration made by
     ``create_collective_group``. A group this actor has not joined only logs a warning."""
-    check_inside_actor()
-    _membership.leave(group_name)
+    _membership.leave(check_inside_actor(), group_name)
 
 
 def get_rank(group_name: str = "default") -> int:
     """This actor's rank in ``group_name``; -1 if it has not joined it."""
-    check_inside_actor()
-    group = _membership.lookup(group_name)
+    group = _membership.lookup(check_inside_actor(), group_name)
     return -1 if group is None else group.rank
 
 
 def get_collective_group_size(group_name: str = "default") -> int:
     """The world size of ``group_name``; -1 if this actor has not joined it."""
-    check_inside_actor()
-    group = _membership.lookup(group_name)
+    group = _membership.lookup(check_inside_actor(), group_name)
     return -1 if group is None else group.world_size
 
 
@@ -128,19 +126,22 @@ def get_group_handle(group_name: str = "default"):
     """The group object (``rank``, ``world_size``, ``group_name``, ``backend()``, and Ray's
     ``BaseGroup`` operations), joining a declared group on first use. ``RuntimeError`` if the
     group is neither joined nor declared."""
-    check_inside_actor()
+    ctx = check_inside_actor()
+    group = _membership.lookup(ctx, group_name)
+    if group is not None:
+        return group
     need_torch("ray.util.collective.get_group_handle")
-    return _membership.handle(group_name)
+    return _membership.handle(ctx, group_name)
 
 
 # -- operations -------------------------------------------------------------------------------
-def allreduce(tensor, group_name: str = "default", op=types.ReduceOp.SUM):
+def allreduce(tensor: Any, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
     """All-reduce ``tensor`` in place across the group with ``op``."""
     check_tensor(tensor)
     get_group_handle(group_name).allreduce([tensor], types.AllReduceOptions(reduceOp=op))
 
 
-def allreduce_multigpu(tensor_list: list, group_name: str = "default", op=types.ReduceOp.SUM):
+def allreduce_multigpu(tensor_list: list, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
     """``allreduce`` of a list of per-device tensors (one per actor here)."""
     check_tensor_list(tensor_list)
     get_group_handle(group_name).allreduce(tensor_list, types.AllReduceOptions(reduceOp=op))
@@ -151,7 +152,7 @@ def barrier(group_name: str = "default"):
     get_group_handle(group_name).barrier(types.BarrierOptions())
 
 
-def reduce(tensor, dst_rank: int = 0, group_name: str = "default", op=types.ReduceOp.SUM):
+def reduce(tensor: Any, dst_rank: int = 0, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
     """Reduce ``tensor`` onto rank ``dst_rank`` (in place there; other ranks' tensors unchanged)."""
     check_tensor(tensor)
     g = get_group_handle(group_name)
@@ -160,7 +161,7 @@ def reduce(tensor, dst_rank: int = 0, group_name: str = "default", op=types.Redu
 
 
 def reduce_multigpu(tensor_list: list, dst_rank: int = 0, dst_tensor: int = 0,
-                    group_name: str = "default", op=types.ReduceOp.SUM):
+                    group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
     """``reduce`` of per-device tensors onto ``dst_tensor`` of rank ``dst_rank``."""
     check_tensor_list(tensor_list)
     g = get_group_handle(group_name)
@@ -169,7 +170,7 @@ def reduce_multigpu(tensor_list: list, dst_rank: int = 0, dst_tensor: int = 0,
     g.reduce(tensor_list, types.ReduceOptions(reduceOp=op, root_rank=dst_rank, root_tensor=dst_tensor))
 
 
-def broadcast(tensor, src_rank: int = 0, group_name: str = "default"):
+def broadcast(tensor: Any, src_rank: int = 0, group_name: str = "default"):
     """Broadcast ``tensor`` from rank ``src_rank`` into every other rank's ``tensor``."""
     check_tensor(tensor)
     g = get_group_handle(group_name)
@@ -187,7 +188,7 @@ def broadcast_multigpu(tensor_list: list, src_rank: int = 0, src_tensor: int = 0
     g.broadcast(tensor_list, types.BroadcastOptions(root_rank=src_rank, root_tensor=src_tensor))
 
 
-def allgather(tensor_list: list, tensor, group_name: str = "default"):
+def allgather(tensor_list: list, tensor: Any, group_name: str = "default"):
     """Gather every rank's ``tensor`` into ``tensor_list`` (``world_size`` tensors) on each rank."""
     check_tensor(tensor)
     check_tensor_list(tensor_list)
@@ -206,7 +207,7 @@ def allgather_multigpu(output_tensor_lists: list, input_tensor_list: list, group
                                            types.AllGatherOptions())
 
 
-def reducescatter(tensor, tensor_list: list, group_name: str = "default", op=types.ReduceOp.SUM):
+def reducescatter(tensor: Any, tensor_list: list, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
     """Reduce ``tensor_list`` (``world_size`` tensors) across ranks; rank r gets shard r in
     ``tensor``. With gloo, as Ray's torch-gloo group, the inputs are reduced in place too."""
     check_tensor(tensor)
@@ -220,7 +221,7 @@ def reducescatter(tensor, tensor_list: list, group_name: str = "default", op=typ
 
 
 def reducescatter_multigpu(output_tensor_list: list, input_tensor_lists: list,
-                           group_name: str = "default", op=types.ReduceOp.SUM):
+                           group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
     """``reducescatter`` of per-device tensors."""
     check_tensor_lists(input_tensor_lists)
     check_tensor_list(output_tensor_list)
@@ -228,7 +229,7 @@ def reducescatter_multigpu(output_tensor_list: list, input_tensor_lists: list,
                                                types.ReduceScatterOptions(reduceOp=op))
 
 
-def send(tensor, dst_rank: int, group_name: str = "default"):
+def send(tensor: Any, dst_rank: int, group_name: str = "default"):
     """Send ``tensor`` to rank ``dst_rank`` (blocks until it is received)."""
     check_tensor(tensor)
     g = get_group_handle(group_name)
@@ -238,7 +239,7 @@ def send(tensor, dst_rank: int, group_name: str = "default"):
     g.send([tensor], types.SendOptions(dst_rank=dst_rank))
 
 
-def recv(tensor, src_rank: int, group_name: str = "default"):
+def recv(tensor: Any, src_rank: int, group_name: str = "default"):
     """Receive into ``tensor`` (same shape and dtype as sent) from rank ``src_rank``."""
     check_tensor(tensor)
     g = get_group_handle(group_name)
@@ -263,7 +264,7 @@ def _check_p2p_multigpu(tensor, peer, gpu_index, n_elements, group_name, what):
     return g
 
 
-def send_multigpu(tensor, dst_rank: int, dst_gpu_index: int, group_name: str = "default",
+def send_multigpu(tensor: Any, dst_rank: int, dst_gpu_index: int, group_name: str = "default",
                   n_elements: int = 0):
     """``send`` to device ``dst_gpu_index`` (0: one device per actor) of ``dst_rank``; with
     ``n_elements`` > 0 only the tensor's first ``n_elements`` are sent."""
@@ -272,7 +273,7 @@ def send_multigpu(tensor, dst_rank: int, dst_gpu_index: int, group_name: str = "
                                        n_elements=n_elements))
 
 
-def recv_multigpu(tensor, src_rank: int, src_gpu_index: int, group_name: str = "default",
+def recv_multigpu(tensor: Any, src_rank: int, src_gpu_index: int, group_name: str = "default",
                   n_elements: int = 0):
     """``recv`` from device ``src_gpu_index`` (0) of ``src_rank``, into the first
     ``n_elements`` of ``tensor`` when > 0."""

@@ -41,11 +41,14 @@ def usable_backend(backend, qualname, *, declaring=False):
 
 
 def check_inside_actor():
-    """``RuntimeError`` unless called inside an actor or task (Ray's check)."""
-    from ray_adapter.ray._private.worker import WORKER_MODE, global_worker
+    """The caller's runtime context (``job_id``, ``actor_id``, ``worker_id``, ...); ``RuntimeError``
+    unless called inside an actor or task (Ray's check)."""
+    from ray_adapter import core
 
-    if global_worker.mode != WORKER_MODE:
+    ctx = core.current().context() if core.is_started() else None
+    if ctx is None or ctx["worker_mode"] != "worker":
         raise RuntimeError("The collective APIs shall be only used inside a Ray actor or task.")
+    return ctx
 
 
 def _is_tensor(value):

@@ -25,13 +25,11 @@ _groups = {}    # (job id, member, group name) -> TorchGroup
 _joining = {}   # (job id, member, group name) -> Future of the TorchGroup being joined
 
 
-def _member_key(group_name):
-    import ray_adapter.ray as ray
-
-    ctx = ray.get_runtime_context()
-    actor_id = ctx.get_actor_id()
-    member = actor_id if actor_id is not None else ("worker", ctx.get_worker_id())
-    return ctx.get_job_id(), member, group_name
+def _member_key(ctx, group_name):
+    """``(job id, member, group name)``; ``ctx`` is the caller's runtime context."""
+    actor_id = ctx["actor_id"]
+    member = actor_id.hex() if actor_id is not None else ("worker", ctx["worker_id"])
+    return ctx["job_id"], member, group_name
 
 
 def _purge_other_jobs(job_id):
@@ -43,17 +41,17 @@ def _purge_other_jobs(job_id):
         g.destroy_group()
 
 
-def lookup(group_name):
+def lookup(ctx, group_name):
     """The calling member's group called ``group_name``, or None (never joins)."""
-    key = _member_key(group_name)
+    key = _member_key(ctx, group_name)
     with _lock:
         return _groups.get(key)
 
 
-def join(validate, world_size, rank, group_name, timeout_ms):
+def join(ctx, validate, world_size, rank, group_name, timeout_ms):
     """``init_collective_group``: join now; ``RuntimeError`` if this member already has (or is
     joining) a group of that name. ``validate()`` checks the arguments and returns the backend."""
-    key = _member_key(group_name)
+    key = _member_key(ctx, group_name)
     _purge_other_jobs(key[0])
     with _lock:
         if key in _groups or key in _joining:
@@ -62,10 +60,10 @@ def join(validate, world_size, rank, group_name, timeout_ms):
     return _complete(key, claim, validate, world_size, rank, group_name, timeout_ms)
 
 
-def handle(group_name):
+def handle(ctx, group_name):
     """The member's group, joining a group declared by ``create_collective_group`` on first
     use (as Ray); ``RuntimeError`` if the group is neither joined nor declared."""
-    key = _member_key(group_name)
+    key = _member_key(ctx, group_name)
     with _lock:
         group, pending = _groups.get(key), _joining.get(key)
     if group is not None:
@@ -160,10 +158,10 @@ def _connecting(group_name, rank, world_size, step):
         raise err from exc
 
 
-def leave(group_name):
+def leave(ctx, group_name):
     """``destroy_collective_group``: release the member's group (a warning if it has none)
     and kill the group's declaration actor if there is one, as Ray does."""
-    key = _member_key(group_name)
+    key = _member_key(ctx, group_name)
     with _lock:
         group = _groups.pop(key, None)
     if group is None:
