@@ -8,8 +8,9 @@ default) among 2 and 4 ranks, three ways in one run:
   interpreter with ray 2.60 and torch).
 
 The adapter side also runs raw torch.distributed (a default group) in the same actor
-processes, alternating with ray.util.collective at every repetition: that pair isolates the
-cost of the collective layer from the cost of running in actor processes.
+processes, alternating with ray.util.collective at every repetition: that pair, compared
+repetition by repetition (median of the ratios), isolates the cost of the collective layer from
+the cost of running in actor processes and from the machine's noise.
 
 Each rank times every operation after a barrier; an operation's time is the slowest rank's.
 The sides run in rounds (a different side first each round) and the figures are medians over
@@ -35,7 +36,7 @@ OPS = ("allreduce", "broadcast")
 def measure(impls, numel, reps):
     """Per-operation wall times (seconds) of this rank, for each implementation in ``impls``
     (``{name: (allreduce, broadcast, barrier)}``): one warm-up each, then ``reps`` rounds in
-    which the implementations take turns, so machine noise hits them alike."""
+    which the implementations take turns (in alternating order), so machine noise hits them alike."""
     import torch
 
     t = torch.ones(numel, dtype=torch.float32)
@@ -43,8 +44,10 @@ def measure(impls, numel, reps):
     for index, op in enumerate(OPS):
         for fns in impls.values():
             fns[index](t)
-        for _ in range(reps):
-            for name, fns in impls.items():
+        names = list(impls)
+        for rep in range(reps):
+            for name in names if rep % 2 == 0 else names[::-1]:  # neither always goes first
+                fns = impls[name]
                 fns[2]()
                 start = time.perf_counter()
                 fns[index](t)
@@ -199,6 +202,7 @@ def main():
         print(f"!! {name} failed:\n{error}\n")
 
     medians = {key: statistics.median(times) for key, times in pooled.items()}
+    paired = {}  # (world, op) -> median over repetitions of collective / raw-in-actor - 1
     print(f"{args.mb:g} MB float32, gloo; median over {args.rounds} rounds x {args.reps} repetitions "
           "of the slowest rank's time; milliseconds per operation")
     print(f"{'ranks':>5} {'op':10} {'side':36} {'ms':>9} {'vs raw':>8} {'vs ray':>8}")
@@ -208,15 +212,20 @@ def main():
             for (w, row, o), value in medians.items():
                 if (w, o) != (world, op):
                     continue
-                base = medians.get((world, row.replace("(raw-in-actor)", "").strip(), op)) \
-                    if row.endswith("(raw-in-actor)") else None
+                note = ""
+                if row.endswith("(raw-in-actor)"):  # repetitions alternate: compare them in pairs
+                    pairs = zip(pooled[(world, row.replace("(raw-in-actor)", "").strip(), op)],
+                                pooled[(world, row, op)])
+                    diffs = [(c - r, c / r - 1) for c, r in pairs]
+                    paired[(world, op)] = statistics.median(d[1] for d in diffs)
+                    note = (f"  (collective vs this, paired: {paired[(world, op)] * 100:+.1f}%, "
+                            f"{statistics.median(d[0] for d in diffs) * 1e6:+.0f} us)")
                 vs_raw = f"{(value / raw - 1) * 100:+.1f}%" if raw and row != "raw" else "-"
                 vs_ray = f"{(value / ray - 1) * 100:+.1f}%" if ray and row != "ray" else "-"
-                note = (f"  (collective in the same actors: {(base / value - 1) * 100:+.1f}%, "
-                        f"{(base - value) * 1e6:+.0f} us)") if base else ""
                 print(f"{world:>5} {op:10} {row:36} {value * 1e3:9.3f} {vs_raw:>8} {vs_ray:>8}{note}")
     print(json.dumps({"mb": args.mb, "rounds": args.rounds, "reps": args.reps,
-                      "median_s": {"/".join(k): v for k, v in medians.items()}, "errors": errors}))
+                      "median_s": {"/".join(k): v for k, v in medians.items()},
+                      "paired_overhead": {"/".join(k): v for k, v in paired.items()}, "errors": errors}))
 
 
 if __name__ == "__main__":

@@ -87,9 +87,9 @@ def _member_class(ray, **options):
             out["sendrecv"] = value(t)
             col.barrier(group_name=group)
             a = np.full(4, r + 1, dtype=np.float32)
-            view = a[:]  # numpy arrays go through a torch view: the result lands in this buffer
-            col.allreduce(view, group_name=group)
-            out["numpy_in_place"] = (a.tolist(), np.shares_memory(a, view))
+            address = a.ctypes.data
+            col.allreduce(a, group_name=group)  # the result lands in the caller's own buffer
+            out["numpy_in_place"] = (a.tolist(), a.ctypes.data == address)
             return out
 
         def allreduce_value(self, group, value):
@@ -199,7 +199,8 @@ def test_groups_with_different_members_at_once(ray):
     joins = [trainer.join.remote(2, "train", 0), peer.join.remote(2, "train", 1),
              trainer.join.remote(3, "sync", 0), rollout.join.remote(3, "sync", 1), peer.join.remote(3, "sync", 2)]
     assert ray.get(joins) == [(0, 2, True), (1, 2, True), (0, 3, True), (1, 3, True), (2, 3, True)]
-    assert ray.get([trainer.allreduce_value.remote("train", 1), peer.allreduce_value.remote("train", 2)]) == [[3.0, 3.0]] * 2
+    got = ray.get([trainer.allreduce_value.remote("train", 1), peer.allreduce_value.remote("train", 2)])
+    assert got == [[3.0, 3.0]] * 2
     got = ray.get([trainer.broadcast_value.remote("sync", 7, 0), rollout.broadcast_value.remote("sync", 0, 0),
                    peer.broadcast_value.remote("sync", 0, 0)])
     assert got == [[7.0, 7.0]] * 3
@@ -221,7 +222,8 @@ def test_declared_group_is_joined_on_first_collective_call(ray):
     outsider = Member.remote(9)
     col.create_collective_group(members, 2, [1, 0], backend="gloo", group_name="decl", gloo_timeout=TIMEOUT_MS)
     assert ray.get([m.state.remote("decl") for m in members]) == [(False, -1, -1)] * 2
-    assert ray.get([members[0].allreduce_value.remote("decl", 1), members[1].allreduce_value.remote("decl", 2)]) == [[3.0, 3.0]] * 2
+    got = ray.get([members[0].allreduce_value.remote("decl", 1), members[1].allreduce_value.remote("decl", 2)])
+    assert got == [[3.0, 3.0]] * 2
     assert ray.get([m.state.remote("decl") for m in members]) == [(True, 1, 2), (True, 0, 2)]
     kind, message, _ = ray.get(outsider.attempt.remote("allreduce", torch.ones(1), "decl"))
     assert (kind, message) == ("RuntimeError", "The collective group 'decl' is not initialized in the process.")
@@ -365,6 +367,23 @@ def test_member_killed_mid_collective_fails_the_others_clearly(ray):
     assert sorted(ray.get([loopers[0].pid.remote(), loopers[2].pid.remote()])) == sorted([pids[0], pids[2]])
     ray.shutdown()
     assert my_worker_processes() == []
+
+
+def test_numpy_arrays_go_through_torch_views_without_copies():
+    from ray_adapter.ray.util.collective import _torch_groups
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = _torch_groups.as_tensor(a, writes=True)
+    assert t.data_ptr() == a.ctypes.data and tuple(t.shape) == (2, 3)
+    t.add_(1)  # writing through the view changes the array itself
+    assert a.tolist() == [[1, 2, 3], [4, 5, 6]]
+    frozen = np.ones(3, dtype=np.float32)
+    frozen.flags.writeable = False
+    assert _torch_groups.as_tensor(frozen, writes=False).data_ptr() == frozen.ctypes.data
+    with pytest.raises(ValueError, match="read-only"):
+        _torch_groups.as_tensor(frozen, writes=True)
+    device_tensor = torch.ones(2)
+    assert _torch_groups.as_tensor(device_tensor, writes=True) is device_tensor  # tensors as they are
 
 
 def test_without_torch_the_module_imports_and_calls_name_the_extra(tmp_path):

@@ -4,7 +4,8 @@ Groups are torch.distributed process groups: ``gloo`` on CPU, ``nccl`` with CUDA
 ``hccl`` with Ascend NPUs (``torch_npu``). Each group is its own process-group object, so an
 actor may be in several groups at once; rank 0's store address is exchanged through an actor of
 the runtime (never a fixed port). Tensors are torch tensors, numpy arrays (through zero-copy
-torch views) or cupy arrays; results land in place; device tensors stay on their device.
+torch views) or cupy arrays of any shape and dtype torch supports (the same on every rank);
+results land in place; device tensors stay on their device.
 
 torch is an optional extra (``pip install "ray-adapter[collective]"``): without it this module
 imports, the availability checks answer False, and every call that needs a group raises
@@ -16,7 +17,6 @@ group that is not initialised ``RuntimeError``; a member that died or did not ta
 ``gloo_timeout`` milliseconds makes the others' call raise torch's ``RuntimeError`` naming the
 operation, the group and the rank.
 """
-import logging
 from typing import Any, List
 
 from ray_adapter import gaps
@@ -25,8 +25,6 @@ from ray_adapter.ray.util.collective._checks import (KNOWN_BACKENDS, check_insid
                                                      check_root_tensor, check_tensor,
                                                      check_tensor_list, check_tensor_lists,
                                                      need_torch, usable_backend)
-
-logger = logging.getLogger(__name__)
 
 
 # -- backends ---------------------------------------------------------------------------------
@@ -83,8 +81,9 @@ def init_collective_group(world_size: int, rank: int, backend: types.Backend = t
     _membership.join(ctx, validate, world_size, rank, group_name, gloo_timeout)
 
 
-def create_collective_group(actors: List[Any], world_size: int, ranks: List[int], backend: types.Backend = types.Backend.NCCL,
-                            group_name: str = "default", gloo_timeout: int = 30000):
+def create_collective_group(actors: List[Any], world_size: int, ranks: List[int],
+                            backend: types.Backend = types.Backend.NCCL, group_name: str = "default",
+                            gloo_timeout: int = 30000):
     """Declare ``actors`` (with ``ranks``) a collective group, from the driver; each actor joins
     on its first collective call. Raises ``RuntimeError`` for a group declared twice, a
     rank/actor count mismatch, ranks that are not a permutation of ``0..n-1``, a non-positive
@@ -141,7 +140,8 @@ def allreduce(tensor: Any, group_name: str = "default", op: types.ReduceOp = typ
     get_group_handle(group_name).allreduce([tensor], types.AllReduceOptions(reduceOp=op))
 
 
-def allreduce_multigpu(tensor_list: list, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
+def allreduce_multigpu(tensor_list: list, group_name: str = "default",
+                       op: types.ReduceOp = types.ReduceOp.SUM):
     """``allreduce`` of a list of per-device tensors (one per actor here)."""
     check_tensor_list(tensor_list)
     get_group_handle(group_name).allreduce(tensor_list, types.AllReduceOptions(reduceOp=op))
@@ -152,7 +152,8 @@ def barrier(group_name: str = "default"):
     get_group_handle(group_name).barrier(types.BarrierOptions())
 
 
-def reduce(tensor: Any, dst_rank: int = 0, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
+def reduce(tensor: Any, dst_rank: int = 0, group_name: str = "default",
+           op: types.ReduceOp = types.ReduceOp.SUM):
     """Reduce ``tensor`` onto rank ``dst_rank`` (in place there; other ranks' tensors unchanged)."""
     check_tensor(tensor)
     g = get_group_handle(group_name)
@@ -207,7 +208,8 @@ def allgather_multigpu(output_tensor_lists: list, input_tensor_list: list, group
                                            types.AllGatherOptions())
 
 
-def reducescatter(tensor: Any, tensor_list: list, group_name: str = "default", op: types.ReduceOp = types.ReduceOp.SUM):
+def reducescatter(tensor: Any, tensor_list: list, group_name: str = "default",
+                  op: types.ReduceOp = types.ReduceOp.SUM):
     """Reduce ``tensor_list`` (``world_size`` tensors) across ranks; rank r gets shard r in
     ``tensor``. With gloo, as Ray's torch-gloo group, the inputs are reduced in place too."""
     check_tensor(tensor)
