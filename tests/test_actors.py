@@ -181,6 +181,30 @@ def test_named_actors(ray):
     del other_ns
 
 
+def test_concurrent_get_if_exists_creations_yield_one_actor(ray):
+    """Members of a group create a shared named actor with get_if_exists from several actors at
+    once (ray.util.collective's rendezvous does): every caller must get the same actor. Each
+    caller keeps its handle: an actor whose last handle went away ends (and frees its name),
+    as in Ray, so callers that did not overlap in time would rightly make new ones."""
+    @ray.remote(num_cpus=0)
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def bump(self):
+            self.n += 1
+            return self.n
+
+    @ray.remote(num_cpus=0)
+    class Caller:
+        def bump_shared(self):
+            self.shared = Counter.options(name="shared", get_if_exists=True).remote()
+            return ray.get(self.shared.bump.remote())
+
+    callers = [Caller.remote() for _ in range(4)]
+    assert sorted(ray.get([c.bump_shared.remote() for c in callers])) == [1, 2, 3, 4]
+
+
 def test_kill_makes_calls_fail_with_actor_died(ray):
     @ray.remote
     class A:

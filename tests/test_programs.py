@@ -6,6 +6,7 @@ When ``RAY_REFERENCE_PYTHON`` names an interpreter with real Ray installed (``.c
 one up), each program also runs under it in the same session and the two outputs are compared
 live.
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -48,9 +49,25 @@ YR_LOCAL_SKIPS = {
               "tasks are threads of the driver, so os._exit would end the program itself",
 }
 RUNTIMES = ["embedded", "yr-local"]
+# Programs that import an optional package: skipped (saying so) where it is not installed.
+NEEDS = {"collective_weights": "torch"}
+
+
+def _has_module(python, module):
+    if python is None:
+        return importlib.util.find_spec(module) is not None
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=120).returncode == 0
+
+
+def _skip_missing(name, python=None):
+    module = NEEDS.get(name)
+    if module and not _has_module(python, module):
+        where = "the reference interpreter (RAY_REFERENCE_PYTHON)" if python else "this environment"
+        pytest.skip(f"{name} needs {module!r}, which {where} does not have")
 
 
 def _skip_unsupported(name, runtime):
+    _skip_missing(name)
     if runtime != "yr-local":
         return
     try:
@@ -81,4 +98,6 @@ def test_example_matches_recorded_ray_output(name, runtime):
 @pytest.mark.parametrize("path", [PROGRAMS / f"{n}.py" for n in PROGRAM_FILES]
                          + [EXAMPLES / f"{n}.py" for n in EXAMPLE_FILES], ids=lambda p: p.stem)
 def test_program_matches_live_ray(path):
+    _skip_missing(path.stem)
+    _skip_missing(path.stem, REFERENCE)
     assert adapter_stdout(path) == ray_stdout(path)

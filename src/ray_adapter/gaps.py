@@ -26,6 +26,10 @@ class RayAdapterOptionError(RayAdapterGap, ValueError):
     """A ``ray.remote`` / ``.options`` / ``ray.init`` option the adapter does not support."""
 
 
+class RayAdapterExtraMissingError(RayAdapterGap, ModuleNotFoundError):
+    """A provided Ray API that needs an optional extra of ray-adapter which is not installed."""
+
+
 def _message(qualname, entry, what):
     if entry is None:
         reason = f"{what} is not part of the Ray {_ray_version()} API that ray-adapter mirrors"
@@ -83,6 +87,15 @@ def option_gap_error(owner, option, reason):
     err = RayAdapterOptionError(
         f"{owner}: option {option!r} is not supported by ray-adapter: {reason} See {matrix.option_ref(owner, option)}."
     )
+    err.qualname = qualname
+    return err
+
+
+def extra_missing_error(qualname, extra, package):
+    """The error for calling ``qualname`` without the optional ``package`` it runs on."""
+    err = RayAdapterExtraMissingError(
+        f"{qualname} needs {package!r}, which is not installed: pip install "
+        f"\"ray-adapter[{extra}]\". See {matrix.matrix_ref(qualname)}.", name=package)
     err.qualname = qualname
     return err
 

@@ -100,6 +100,9 @@ class YuanrongBackend(RuntimeCore):
         self._objects = {}
         self._actors = {}
         self._names = {}
+        # (namespace, name) -> Future of the ActorInfo of a named actor being created: a
+        # concurrent create with the same name waits on it (get_if_exists) or fails, so two
+        # racing ``get_if_exists`` creations yield one actor. The creator always resolves it.
         self._runner = None
         self._runners = {}  # (resources, retries) -> the runner with those InvokeOptions
         self._blobs = {}
