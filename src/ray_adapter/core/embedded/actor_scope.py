@@ -116,7 +116,7 @@ class ActorScope:
     # -- ending ------------------------------------------------------------------------------
     def _check_locked(self, actor):
         """``[actor]`` if nothing holds it any more and it has no calls left, else ``[]``."""
-        from ray_adapter.core.embedded.actors import ActorState
+        from ray_adapter.core.embedded.actor_records import ActorState
 
         if actor.state is ActorState.DEAD or actor.scope.held():
             return []

@@ -6,12 +6,10 @@ Life of an actor (:class:`ActorState`)::
     ALIVE/PENDING_CREATION --process died, restarts left--> RESTARTING --placed--> ...
     any --kill / crash without restarts / exit_actor / out of scope--> DEAD
 
-Calls are queued per actor in arrival order (which keeps each caller's submission order) and
-sent while the head call's arguments are ready; they are pipelined behind the constructor.
-A call in flight when the process dies is retried after the restart if ``max_task_retries``
-allows, else it fails with ActorUnavailable (restarting) or ActorDied (dead), as in Ray.
-
-Handle scope (when a non-detached actor ends) lives in :mod:`.actor_scope`; names here.
+Records are in :mod:`.actor_records`, method calls in :mod:`.actor_calls`, handle scope (when
+a non-detached actor ends) in :mod:`.actor_scope`; names here. A call in flight when the
+process dies is retried after the restart if ``max_task_retries`` allows, else it fails with
+ActorUnavailable (restarting) or ActorDied (dead), as in Ray.
 
 Thread-safety: ``ActorManager._lock`` guards every actor and call record, the name table and
 the ``actor`` field of worker handles. It is held for state changes and for queueing messages
@@ -19,83 +17,22 @@ on a worker's channel (the object table's lock may be taken under it, never the 
 registrations with the object table, scheduler calls, spawning, writes and kills happen after
 it is released.
 """
-import enum
 import os
-import pickle
 import signal
 import threading
 
-from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.actor_calls import ActorCallsMixin
+from ray_adapter.core.embedded.actor_records import ActorRecord, ActorState
 from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
-from ray_adapter.core.embedded.resources import to_units
 from ray_adapter.core.embedded.scheduler import Demand
 from ray_adapter.core.embedded.tasks import device_env
-from ray_adapter.core.interface import ActorInfo
 
 
-class ActorState(enum.Enum):
-    DEPENDENCIES_UNREADY = "DEPENDENCIES_UNREADY"
-    PENDING_CREATION = "PENDING_CREATION"
-    ALIVE = "ALIVE"
-    RESTARTING = "RESTARTING"
-    DEAD = "DEAD"
-
-
-class CallRecord:
-    __slots__ = ("task_id", "actor", "method", "args", "deps", "carried", "num_returns", "name",
-                 "return_ids", "retries_left", "waiting")
-
-    def __init__(self, task_id, actor, method, args, deps, carried, num_returns, name, return_ids):
-        self.task_id = task_id
-        self.actor = actor
-        self.method = method
-        self.args = args
-        self.deps = deps
-        self.carried = carried
-        self.num_returns = num_returns
-        self.name = name
-        self.return_ids = return_ids
-        self.retries_left = actor.options.max_task_retries if actor is not None else 0
-        self.waiting = False  # a callback waits for its arguments (it heads the queue)
-
-
-class ActorRecord:
-    __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
-                 "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
-                 "death", "kill_restart", "meta_blob", "env_blob", "scope")
-
-    def __init__(self, actor_id, key, args, deps, carried, options):
-        import collections
-
-        self.actor_id = actor_id
-        self.key = key
-        self.args = args
-        self.deps = deps
-        self.carried = carried
-        self.options = options
-        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
-        self.state = ActorState.DEPENDENCIES_UNREADY
-        self.worker = None
-        self.grant = None
-        self.pending = collections.deque()
-        self.inflight = {}
-        self.restarts_left = options.max_restarts
-        self.num_restarts = 0
-        self.death = None
-        self.kill_restart = False  # the next process exit is ray.kill(no_restart=False)
-        self.meta_blob = pickle.dumps(options.handle_meta)
-        self.env_blob = pickle.dumps(options.runtime_env or {})
-        self.scope = None
-
-    def info(self):
-        o = self.options
-        return ActorInfo(self.actor_id, o.name, o.namespace, o.class_name, o.handle_meta, self.state.value)
-
-
-class ActorManager:
+class ActorManager(ActorCallsMixin):
     def __init__(self, rt):
         self.rt = rt
         self._lock = threading.Lock()
@@ -220,110 +157,6 @@ class ActorManager:
         cause = serialization.loads(protocol.from_payload(message.error, buffers))
         self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.CREATION_FAILED,
                                          actor.options.class_name, creation_error=cause))
-
-    # -- calls -------------------------------------------------------------------------------
-    def submit_call(self, actor_id, method, args, deps, name, num_returns, carried=()):
-        """Queue a method call; returns its return ids (``[]`` for ``num_returns=0``)."""
-        rt = self.rt
-        task_id = rt.ids.task(actor_id)
-        return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
-        if deps:
-            rt.objects.hold(deps)
-        rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
-        with self._lock:
-            actor = self._actors.get(actor_id)
-            call = CallRecord(task_id, actor, method, args, deps, carried, num_returns, name, return_ids)
-            dead = actor is None or actor.state is ActorState.DEAD
-            if not dead:
-                self._calls[task_id] = call
-                actor.pending.append(call)
-                self.scope.carry_locked(carried)
-        if dead:
-            death = actor.death if actor is not None else errors.ActorDied(actor_id, errors.ActorDeath.UNKNOWN)
-            self._finish_call(call, [rt.error_data(death)], True)
-        else:
-            self._flush(actor)
-        return return_ids if num_returns else []
-
-    def _flush(self, actor):
-        """Send queued calls in order while the head call's arguments are ready."""
-        rt = self.rt
-        failed_calls = []
-        wait_for = None
-        with self._lock:
-            worker = actor.worker
-            if worker is None or actor.state is ActorState.DEAD:
-                return
-            while actor.pending:
-                call = actor.pending[0]
-                if call.deps and not all(rt.objects.ready_flags(call.deps)):
-                    if not call.waiting:
-                        call.waiting = True
-                        wait_for = call
-                    break
-                actor.pending.popleft()
-                call.waiting = False
-                failed = rt.objects.first_error(call.deps) if call.deps else None
-                if failed is not None:
-                    self._calls.pop(call.task_id, None)
-                    failed_calls.append((call, failed))
-                    continue
-                buffers = []
-                args = to_payload(call.args, buffers)
-                deps = [Dep(oid, to_payload(data, buffers))
-                        for oid, (data, _) in zip(call.deps, rt.objects.values(call.deps))]
-                actor.inflight[call.task_id] = call
-                worker.enqueue(protocol.CallActor(call.task_id, call.method, args, deps,
-                                                  call.num_returns or 1, call.name), buffers)
-        worker.flush()
-        for call, failed in failed_calls:
-            self._finish_call(call, [failed], True)
-        if wait_for is not None:
-            rt.objects.when_ready(wait_for.deps, lambda ok, a=actor: ok and self._flush(a))
-
-    def on_call_done(self, worker, message, buffers):
-        with self._lock:
-            actor = worker.actor
-            call = actor.inflight.pop(message.task_id, None) if actor is not None else None
-            if call is None:
-                return
-            self._calls.pop(call.task_id, None)
-        datas = [protocol.from_payload(p, buffers) for p in message.results]
-        self._finish_call(call, datas, not message.ok)
-        self.scope.end_if_idle(actor)
-
-    def _finish_call(self, call, datas, is_error):
-        rt = self.rt
-        if call.deps:
-            rt.objects.release(call.deps)
-        self.scope.uncarry(call.carried)
-        n = len(call.return_ids)
-        if len(datas) < n:
-            datas = list(datas) + [datas[-1]] * (n - len(datas))
-        rt.adopt_contained(datas)
-        rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(call.return_ids, datas)])
-
-    def cancel_call(self, task_id):
-        """Cancel an actor call: dropped if not sent yet, else the actor is asked to cancel it."""
-        with self._lock:
-            call = self._calls.get(task_id)
-            if call is None or call.actor is None:
-                return
-            actor = call.actor
-            if call in actor.pending:
-                actor.pending.remove(call)
-                self._calls.pop(task_id, None)
-                worker = None
-            else:
-                worker = actor.worker
-                if worker is None:
-                    return
-                worker.enqueue(protocol.Cancel(task_id, False))
-        if worker is None:
-            self._finish_call(call, [self.rt.error_data(errors.TaskCancelled(task_id))], True)
-            self._flush(actor)
-        else:
-            worker.flush()
 
     # -- process exit, death -----------------------------------------------------------------
     def on_worker_exit(self, worker):

@@ -110,7 +110,7 @@ class EmbeddedBackend(RuntimeCore):
 
     # ================================================================== worker messages
     def _message_handlers(self):
-        s, t, a = self.service, self.tasks, self.actors
+        s, a = self.service, self.actors
         return {
             protocol.Hello: lambda w, m, b: None,
             protocol.TaskDone: self._on_done,

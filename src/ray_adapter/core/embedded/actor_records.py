@@ -1,0 +1,67 @@
+"""The actor manager's records: an actor's state and its queued and in-flight calls.
+
+Plain data, guarded by :class:`~ray_adapter.core.embedded.actors.ActorManager`'s lock.
+"""
+import collections
+import enum
+import pickle
+
+from ray_adapter.core.embedded.resources import to_units
+from ray_adapter.core.interface import ActorInfo
+
+
+class ActorState(enum.Enum):
+    DEPENDENCIES_UNREADY = "DEPENDENCIES_UNREADY"
+    PENDING_CREATION = "PENDING_CREATION"
+    ALIVE = "ALIVE"
+    RESTARTING = "RESTARTING"
+    DEAD = "DEAD"
+
+
+class ActorRecord:
+    __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
+                 "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
+                 "death", "kill_restart", "meta_blob", "env_blob", "scope")
+
+    def __init__(self, actor_id, key, args, deps, carried, options):
+        self.actor_id = actor_id
+        self.key = key
+        self.args = args
+        self.deps = deps
+        self.carried = carried
+        self.options = options
+        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
+        self.state = ActorState.DEPENDENCIES_UNREADY
+        self.worker = None
+        self.grant = None
+        self.pending = collections.deque()
+        self.inflight = {}
+        self.restarts_left = options.max_restarts
+        self.num_restarts = 0
+        self.death = None
+        self.kill_restart = False  # the next process exit is ray.kill(no_restart=False)
+        self.meta_blob = pickle.dumps(options.handle_meta)
+        self.env_blob = pickle.dumps(options.runtime_env or {})
+        self.scope = None
+
+    def info(self):
+        o = self.options
+        return ActorInfo(self.actor_id, o.name, o.namespace, o.class_name, o.handle_meta, self.state.value)
+
+
+class CallRecord:
+    __slots__ = ("task_id", "actor", "method", "args", "deps", "carried", "num_returns", "name",
+                 "return_ids", "retries_left", "waiting")
+
+    def __init__(self, task_id, actor, method, args, deps, carried, num_returns, name, return_ids):
+        self.task_id = task_id
+        self.actor = actor
+        self.method = method
+        self.args = args
+        self.deps = deps
+        self.carried = carried
+        self.num_returns = num_returns
+        self.name = name
+        self.return_ids = return_ids
+        self.retries_left = actor.options.max_task_retries if actor is not None else 0
+        self.waiting = False  # a callback waits for its arguments (it heads the queue)

@@ -1,0 +1,239 @@
+"""The yuanrong backend's actors: one ActorShell instance per actor, names, handle scope.
+
+Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`; its state
+(``_actors``, ``_names``) is guarded by the backend's lock. Names are tracked here as well,
+since yr's local mode cannot look names up; a name is reserved before the instance is created,
+so concurrent creators of one name get one actor.
+"""
+import concurrent.futures
+import threading
+
+from ray_adapter.core import errors
+from ray_adapter.core.interface import ActorInfo
+from ray_adapter.core.yuanrong import shell
+
+DEFAULT_ASYNC_CONCURRENCY = 1000
+
+
+class _Actor:
+    """An actor of this driver. Created in two steps: its record (reserving its name) under the
+    backend's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
+
+    __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
+                 "resources", "call", "created")
+
+    def __init__(self, actor_id, proxy, info, detached, resources=None):
+        self.resources = dict(resources or {})
+        self.created = threading.Event()
+        self.proxy = self.call = None
+        if proxy is not None:
+            self.set_proxy(proxy)
+        self.actor_id = actor_id
+        self.info = info
+        self.handles = 0
+        self.escaped = False
+        self.dead = False
+        self.death = None
+        self.detached = detached
+
+    def set_proxy(self, proxy):
+        self.proxy = proxy
+        self.call = proxy.call  # the shell's one method, resolved once (yr builds it per access)
+        self.created.set()
+
+
+class ActorsMixin:
+    """Actor creation, calls, kill, scope and names over yr instances."""
+
+    def _shell(self):
+        if self._shell_creator is None:
+            self._shell_creator = self.yr.instance(shell.ActorShell)
+        return self._shell_creator
+
+    def create_actor(self, cls, class_key, args, kwargs, options):
+        self._check_started()
+        namespace = options.namespace if options.namespace is not None else self.namespace
+        actor_id = self._ids.actor()
+        info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
+        actor = _Actor(actor_id, None, info, options.detached, options.resources)
+        with self._lock:  # check and reserve the name at once: concurrent creators race here
+            if options.name:
+                existing = self._names.get((namespace, options.name))
+                if existing is not None and not self._actors[existing].dead:
+                    if options.get_if_exists:
+                        return self._actors[existing].info
+                    raise errors.ActorNameTaken(options.name, namespace)
+                self._names[(namespace, options.name)] = actor_id
+            self._actors[actor_id] = actor
+        try:
+            packed, dep_indexes, deps = self._pack_args(args, kwargs)
+            env = dict((options.runtime_env or {}).get("env_vars") or {})
+            meta = (actor_id, options.name, options.class_name, options.is_async, env,
+                    dict(options.resources), dep_indexes)
+            concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
+            opts = self.invoke_options(
+                options.resources, name=None if self.local_mode else options.name,
+                namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
+                retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
+                runtime_env=options.runtime_env)
+            proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
+        except BaseException:
+            with self._lock:
+                self._actors.pop(actor_id, None)
+                if options.name and self._names.get((namespace, options.name)) == actor_id:
+                    del self._names[(namespace, options.name)]
+            actor.dead = True
+            actor.created.set()
+            raise
+        if self.local_mode:
+            self._hold(options.resources)
+        actor.set_proxy(proxy)
+        return info
+
+    def _actor(self, actor_id):
+        actor = self._actors.get(actor_id)
+        if actor is None:
+            raise errors.ActorDied(actor_id, errors.ActorDeath.UNKNOWN)
+        return actor
+
+    def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
+        self._check_started()
+        with self._lock:
+            actor = self._actor(actor_id)
+        task_id = self._ids.task(actor_id)
+        if actor.call is None:
+            actor.created.wait()  # created by another thread a moment ago (get_if_exists)
+        if actor.dead or actor.call is None:
+            return self._failed_returns(task_id, options.num_returns, actor.death or errors.ActorDied(
+                actor_id, errors.ActorDeath.UNKNOWN, actor.info.class_name))
+        packed, dep_indexes, deps = self._pack_args(args, kwargs)
+        meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes)
+        try:
+            ref = actor.call.invoke(meta, packed, *deps)
+        except Exception as exc:  # e.g. "this instance is terminated"
+            return self._failed_returns(task_id, options.num_returns,
+                                        actor.death or self._from_yr_error(exc, actor_id))
+        return self._returns(ref, task_id, options.num_returns, actor_id)
+
+    def _terminate(self, actor):
+        try:
+            actor.proxy.terminate(is_sync=True)
+        except Exception:  # already gone
+            pass
+
+    def _mark_dead(self, actor, death):
+        actor.dead = True
+        actor.death = death
+        if self.local_mode:
+            self._release(actor.resources)
+        info = actor.info
+        if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
+            del self._names[(info.namespace, info.name)]
+        for obj in list(self._objects.values()):  # calls in flight fail now, as in Ray
+            if obj.actor_id == actor.actor_id and obj.future is not None and not obj.future.done():
+                try:
+                    obj.future.set_exception(death)
+                except concurrent.futures.InvalidStateError:
+                    pass
+
+    def kill_actor(self, actor_id, no_restart):
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            if actor is None or actor.dead:
+                return
+            for obj in self._objects.values():
+                if obj.actor_id == actor_id:
+                    self._future(obj)
+            self._mark_dead(actor, errors.ActorDied(actor_id, errors.ActorDeath.KILLED,
+                                                    actor.info.class_name))
+        self._terminate(actor)
+
+    def add_actor_handle(self, actor_id):
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            if actor is not None:
+                actor.handles += 1
+
+    def remove_actor_handle(self, actor_id):
+        self._releases.put(self._drop_actor_handle, actor_id)  # from a finalizer: deferred
+
+    def _drop_actor_handle(self, actor_id):
+        # Ending the actor waits for its calls in flight: not here, under the lock.
+        actor = self._actors.get(actor_id)
+        if actor is None:
+            return
+        actor.handles -= 1
+        if actor.handles <= 0 and not actor.escaped and not actor.detached and not actor.dead:
+            threading.Thread(target=self._end_out_of_scope, args=(actor,), daemon=True).start()
+
+    def _end_out_of_scope(self, actor):
+        """End an actor nobody can call any more, after the calls it already has (as Ray)."""
+        with self._lock:
+            if actor.dead or actor.handles > 0:
+                return
+            pending = [self._future(o) for o in list(self._objects.values())
+                       if o.actor_id == actor.actor_id and o.ref is not None]
+            pending = [f for f in pending if not f.done()]
+        if pending:
+            concurrent.futures.wait(pending)
+        with self._lock:
+            if actor.dead or actor.handles > 0:
+                return
+            self._mark_dead(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE,
+                                                    actor.info.class_name))
+        self._terminate(actor)
+
+    def actor_handle_escaped(self, actor_id):
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            if actor is not None:
+                actor.escaped = True
+
+    def get_named_actor(self, name, namespace):
+        ns = namespace if namespace is not None else self.namespace
+        with self._lock:
+            actor_id = self._names.get((ns, name))
+            if actor_id is not None:
+                return self._actors[actor_id].info
+        if self.local_mode:
+            raise errors.ActorNotFound(name, ns)
+        try:  # cluster mode: an actor another driver created
+            proxy = self.yr.get_instance(name, ns)
+        except Exception:
+            raise errors.ActorNotFound(name, ns) from None
+        actor_id = self._ids.actor()
+        # Created by another driver: its methods are unknown here, so any name may be called.
+        info = ActorInfo(actor_id, name, ns, "", {"class_name": name, "module": "", "methods": None})
+        with self._lock:
+            self._actors[actor_id] = _Actor(actor_id, proxy, info, detached=True)
+        return info
+
+    def list_named_actors(self, all_namespaces):
+        with self._lock:
+            found = {(ns, name) for (ns, name), aid in self._names.items() if not self._actors[aid].dead}
+        if not self.local_mode:
+            try:
+                for entry in self.yr.list_named_instances(all_namespaces=all_namespaces) or []:
+                    if isinstance(entry, dict):
+                        found.add((entry.get("namespace", ""), entry.get("name", "")))
+                    else:
+                        found.add((self.namespace, str(entry)))
+            except Exception:
+                pass
+        return [{"name": name, "namespace": ns} for ns, name in sorted(found)
+                if all_namespaces or ns == self.namespace]
+
+    def exit_current_actor(self):
+        actor_id = shell.current_call.get()[2]
+        current = shell.current_shell.get()
+        if actor_id is None or current is None:
+            raise RuntimeError("exit_actor() can only be called inside an actor")
+        current.exited = True  # later calls fail in the shell, in submission order
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            if actor is not None:
+                self._mark_dead(actor, errors.ActorDied(actor_id, errors.ActorDeath.EXITED,
+                                                        actor.info.class_name))
+        if actor is not None:
+            threading.Thread(target=self._terminate, args=(actor,), daemon=True).start()
+        raise SystemExit(0)  # unwinds the method; the shell answers the call with None

@@ -1,0 +1,195 @@
+"""The yuanrong backend's objects: ids of yr ObjectRefs, their futures, get / wait / put.
+
+Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`; its state
+(``_objects``) is guarded by the backend's lock. Results travel in
+:class:`~ray_adapter.core.yuanrong.shell.Box` so a real ``None`` result, a cancellation and a
+failure are told apart; float timeouts are kept (waits use the futures of yr's ObjectRefs, never
+yr's whole-second ``get`` timeouts).
+"""
+import concurrent.futures
+import time
+
+from ray_adapter.core import errors, ids
+from ray_adapter.core.execution import wait_seconds
+from ray_adapter.core.yuanrong import shell
+
+
+class _Obj:
+    """An object id's yr ObjectRef (``index``: element of a multi-return) and its future."""
+
+    __slots__ = ("ref", "index", "future", "refs", "actor_id")
+
+    def __init__(self, ref, index=None, actor_id=None):
+        self.ref = ref
+        self.index = index
+        self.future = None
+        self.refs = 1
+        self.actor_id = actor_id
+
+
+def _settle(ours, theirs):
+    """Copy a finished yr future into ours. Local mode resolves a ref's future to another
+    future holding the value: follow the chain to the value."""
+    if ours.done():
+        return
+    exc = theirs.exception()
+    if exc is None:
+        value = theirs.result()
+        if isinstance(value, concurrent.futures.Future):
+            value.add_done_callback(lambda inner: _settle(ours, inner))
+            return
+    try:
+        if exc is not None:
+            ours.set_exception(exc)
+        else:
+            ours.set_result(value)
+    except concurrent.futures.InvalidStateError:  # cancelled or killed meanwhile
+        pass
+
+
+class ObjectsMixin:
+    """put / get / wait / references over yr ObjectRefs."""
+
+    def _new_id(self, ref, index=None, actor_id=None, object_id=None):
+        oid = object_id or self._ids.put()
+        with self._lock:
+            self._objects[oid] = _Obj(ref, index, actor_id)
+        return oid
+
+    def put(self, value):
+        self._check_started()
+        # Serialized by the adapter: the store keeps a copy and readers get read-only arrays.
+        return self._new_id(self.yr.put(shell.Box(True, shell.pack(value))))
+
+    def _obj(self, object_id):
+        obj = self._objects.get(object_id)
+        if obj is None:
+            raise errors.ObjectFreed(object_id)
+        return obj
+
+    def _future(self, obj):
+        """A Future resolving to the object's Box (our own, so cancel/kill can fail it)."""
+        if obj.future is None:
+            obj.future = concurrent.futures.Future()
+            obj.ref.get_future().add_done_callback(lambda f, ours=obj.future: _settle(ours, f))
+        return obj.future
+
+    def _value(self, obj):
+        try:
+            box = obj.future.result()  # get() made it and waited for it
+        except errors.CoreError:
+            raise
+        except Exception as exc:  # a yr-level failure (not the user's code)
+            raise self._from_yr_error(exc) from None
+        if box is None:  # yr's answer for a cancelled object
+            raise errors.TaskCancelled(None)
+        if not isinstance(box, shell.Box):
+            return box
+        if not box.ok:
+            raise box.value
+        return shell.unpack(box.value if obj.index is None else box.value[obj.index])
+
+    def get(self, object_ids, timeout):
+        timeout = wait_seconds(timeout)
+        with self._lock:
+            objs = [self._obj(oid) for oid in object_ids]
+        futures = [self._future(o) for o in objs]
+        if len(futures) == 1 and (timeout is None or timeout > 0):
+            try:
+                futures[0].result(timeout)
+            except concurrent.futures.TimeoutError:
+                raise errors.GetTimeout(timeout) from None
+            except Exception:  # the failure is raised, mapped, by _value below
+                pass
+        elif timeout is not None and timeout <= 0:
+            if not all(f.done() for f in futures):
+                raise errors.GetTimeout(timeout)
+        else:
+            _, pending = concurrent.futures.wait(futures, timeout=timeout)
+            if pending:
+                raise errors.GetTimeout(timeout)
+        return [self._value(o) for o in objs]
+
+    def wait(self, object_ids, num_returns, timeout):
+        with self._lock:
+            futures = {}
+            for oid in object_ids:
+                obj = self._objects.get(oid)
+                futures[oid] = self._future(obj) if obj is not None else None
+        # concurrent.futures.wait installs its waiter on each future and removes it when it
+        # returns, so polling wait(timeout=0) leaves nothing behind on long-pending futures.
+        pending = {f for f in futures.values() if f is not None and not f.done()}
+        done_count = len(futures) - len(pending)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while done_count < num_returns and pending:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            done, pending = concurrent.futures.wait(
+                pending, timeout=wait_seconds(left), return_when=concurrent.futures.FIRST_COMPLETED)
+            if not done:
+                break
+            done_count += len(done)
+        ready, not_ready = [], []
+        for oid, f in futures.items():
+            if (f is None or f.done()) and len(ready) < num_returns:
+                ready.append(oid)
+            else:
+                not_ready.append(oid)
+        return ready, not_ready
+
+    def object_future(self, object_id):
+        with self._lock:
+            obj = self._obj(object_id)
+        source = self._future(obj)
+        future = concurrent.futures.Future()
+
+        def settle(_done):
+            try:
+                future.set_result(self._value(obj))
+            except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
+                future.set_exception(exc)
+
+        source.add_done_callback(settle)
+        return future
+
+    def add_local_reference(self, object_id):
+        with self._lock:
+            obj = self._objects.get(object_id)
+            if obj is not None:
+                obj.refs += 1
+
+    def remove_local_reference(self, object_id):
+        self._releases.put(self._drop_object_ref, object_id)  # from __del__: deferred
+
+    def _drop_object_ref(self, object_id):
+        obj = self._objects.get(object_id)
+        if obj is not None:
+            obj.refs -= 1
+            if obj.refs <= 0:
+                self._objects.pop(object_id, None)
+
+    def object_escaped(self, object_id):
+        with self._lock:
+            obj = self._objects.get(object_id)
+            if obj is not None:
+                obj.refs += 1  # another holder we cannot see: keep it for the session
+
+    def _returns(self, ref, task_id, num_returns, actor_id=None):
+        count = num_returns or 1
+        return_ids = ids.IdFactory.returns(task_id, count)
+        if count == 1:
+            self._new_id(ref, None, actor_id, return_ids[0])
+        else:
+            for i, oid in enumerate(return_ids):
+                self._new_id(ref, i, actor_id, oid)
+        return return_ids if num_returns else []
+
+    def _failed_returns(self, task_id, num_returns, error):
+        future = concurrent.futures.Future()
+        future.set_exception(error)
+        return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
+        for oid in return_ids:
+            self._new_id(None, None, None, oid)
+            self._objects[oid].future = future
+        return return_ids if num_returns else []
