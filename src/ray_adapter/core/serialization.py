@@ -21,7 +21,7 @@ OUT_OF_BAND_MIN_BYTES = 0
 class Serialized:
     """A serialized value: ``data`` (pickle bytes) and out-of-band ``buffers``.
 
-    ``buffers`` are bytes or :class:`shm.ShmBuffer`; ``nbytes`` is the payload size in bytes.
+    ``buffers`` are bytes or shared buffers (:mod:`.shm`); ``nbytes`` is the payload size in bytes.
     ``refs`` / ``handles`` are the ids of the object refs and actor handles pickled inside the
     value (see :func:`record_ref`), in the order met.
     """
@@ -82,6 +82,17 @@ def _is_plain(value, depth=0):
     return False
 
 
+# Where large buffers go in this process (set by a runtime that has a shared arena): a function
+# ``(raw memoryview) -> shared buffer or None``; None (or a full arena): a memfd of their own.
+_allocator = None
+
+
+def set_allocator(allocate):
+    """Install (or, with None, remove) this process's allocator for large buffers."""
+    global _allocator
+    _allocator = allocate
+
+
 def dumps(value):
     """Serialize ``value``; returns :class:`Serialized`. Raises what cloudpickle raises."""
     if _is_plain(value):
@@ -94,7 +105,10 @@ def dumps(value):
             return True
         # Copy now: the caller may mutate its array right after ``put`` returns.
         if raw.nbytes >= shm.MIN_BYTES and shm.AVAILABLE:
-            buffers.append(shm.shared_source(raw) or shm.ShmBuffer.copy_of(raw))
+            shared = shm.shared_source(raw)  # already a whole shared buffer: no copy
+            if shared is None and _allocator is not None:
+                shared = _allocator(raw)
+            buffers.append(shared if shared is not None else shm.ShmBuffer.copy_of(raw))
         else:
             buffers.append(bytes(raw))
         return False

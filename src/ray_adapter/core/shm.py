@@ -1,10 +1,23 @@
-"""Shared-memory buffers for large object payloads: anonymous memory files (``memfd``).
+"""Shared-memory buffers for large object payloads.
 
-A large buffer is copied once into a memfd; processes exchange the file descriptor over their
-Unix socket (SCM_RIGHTS) and map it read-only, so a 100 MB array reaches a worker without
-being copied again and comes back read-only, as from Ray's object store. A memfd has no name:
-the kernel frees it when the last descriptor and mapping are gone, so no process exit, crash
-or SIGKILL can leave anything behind in /dev/shm.
+Buffers of 1 MiB and more never travel through a socket: they live in anonymous memory files
+(``memfd``), passed between processes as descriptors (SCM_RIGHTS) and mapped, so a 100 MB array
+reaches a worker without another copy. A memfd has no name: the kernel frees it when the last
+descriptor and mapping are gone, so no exit, crash or SIGKILL leaves anything in /dev/shm.
+
+Kinds of shared buffer (each has ``view``, the memory pickle reads, and ``nbytes``):
+
+- :class:`ShmBuffer`: a memfd of its own (a worker's large result; the driver's arena full);
+- ``ArenaBuffer`` (:mod:`ray_adapter.core.embedded.arena`): a block of the driver's reusable
+  arena segments;
+- :class:`RemoteBlock`: a worker's mapping of an arena block the driver sent it.
+
+Views handed to pickle are *exported* (:func:`exported_view`): a read-only numpy array over the
+mapping that keeps its owner alive, so arrays read back are read-only, as from Ray's store, and
+an array that is a whole shared buffer is recognised when it is serialized again
+(:func:`shared_source`): a task returning its argument copies nothing. Received mappings are
+private (copy on write): code that writes through a read-only array anyway (``torch.from_numpy``)
+changes its own pages, never the stored object, and never faults.
 """
 import mmap
 import os
@@ -14,24 +27,70 @@ import weakref
 #: Out-of-band buffers at least this large (bytes) go to shared memory.
 MIN_BYTES = 1 << 20
 AVAILABLE = hasattr(os, "memfd_create")
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # fault the pages in at once: faster than one by one
+POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # fault the pages in at once: faster than one by one
 
-# Live buffers by id() of their mapping: serializing an array that views a whole shared buffer
-# reuses that buffer instead of copying it (a task returning its argument costs no copy).
-_by_map = weakref.WeakValueDictionary()
+# id() of each live exporter array -> (weakref to the array, weakref to its shared buffer).
+_exporters = {}
+
+
+def exported_view(mapping, offset, nbytes, owner):
+    """A read-only memoryview of ``nbytes`` at ``offset`` of ``mapping`` that keeps ``owner``
+    alive as long as any array made from it lives."""
+    import numpy
+
+    array = numpy.frombuffer(mapping, dtype=numpy.uint8, count=nbytes, offset=offset)
+    array.flags.writeable = False
+    key = id(array)
+    _exporters[key] = (weakref.ref(array), weakref.ref(owner))
+    weakref.finalize(array, _forget, key, owner)  # holds ``owner`` until the array is collected
+    return memoryview(array)
+
+
+def _forget(key, owner):
+    _exporters.pop(key, None)
+
+
+def shared_source(raw):
+    """The shared buffer whose whole, read-only memory ``raw`` (a PickleBuffer's raw view) is,
+    or None. Follows the chain of bases (array -> ... -> the exporter array)."""
+    if not raw.readonly:
+        return None
+    obj, hops = raw.obj, 0
+    while obj is not None and hops < 8:
+        found = _exporters.get(id(obj))
+        if found is not None:
+            array, owner = found[0](), found[1]()
+            if array is obj and owner is not None and owner.nbytes == raw.nbytes \
+                    and _address(raw) == obj.ctypes.data:
+                return owner
+            return None
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
+        hops += 1
+    return None
+
+
+def _address(view):
+    import numpy
+
+    return numpy.frombuffer(view, dtype=numpy.uint8).ctypes.data
 
 
 class ShmBuffer:
-    """A read-only shared-memory buffer: ``view`` (memoryview), ``fd`` (to send it on), ``nbytes``."""
+    """A memfd of its own: ``fd`` (to send on), ``map``, ``view``, ``nbytes``."""
 
-    __slots__ = ("fd", "map", "view", "nbytes", "__weakref__")
+    is_shared_buffer = True
+    __slots__ = ("fd", "map", "nbytes", "__weakref__")
 
     def __init__(self, fd, mapping, nbytes):
         self.fd = fd
         self.map = mapping
-        self.view = memoryview(mapping).toreadonly()
         self.nbytes = nbytes
-        _by_map[id(mapping)] = self
+
+    @property
+    def view(self):
+        """A new exported view (never cached here: the view keeps this buffer alive, not the
+        other way round, or neither could ever be freed)."""
+        return exported_view(self.map, 0, self.nbytes, self) if self.nbytes else memoryview(b"")
 
     @classmethod
     def copy_of(cls, raw):
@@ -40,7 +99,7 @@ class ShmBuffer:
         fd = os.memfd_create("ray-adapter-object", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, n)
-            mapping = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | _POPULATE)
+            mapping = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | POPULATE)
             mapping[:] = raw.cast("B")
         except BaseException:
             os.close(fd)
@@ -49,8 +108,8 @@ class ShmBuffer:
 
     @classmethod
     def from_fd(cls, fd, nbytes):
-        """Map a received descriptor read-only (the buffer owns ``fd`` from now on)."""
-        return cls(fd, mmap.mmap(fd, nbytes, prot=mmap.PROT_READ), nbytes)
+        """Map a received descriptor, private (the buffer owns ``fd`` from now on)."""
+        return cls(fd, map_private(fd, nbytes), nbytes)
 
     def __del__(self):
         # The mapping itself lives on while arrays still view it; only the descriptor goes.
@@ -62,28 +121,48 @@ class ShmBuffer:
                 pass
 
 
-def shared_source(raw):
-    """The ShmBuffer whose whole, read-only memory ``raw`` (a PickleBuffer's raw view) is, or
-    None. Follows the exporter chain (array -> ... -> memoryview -> the buffer's mmap)."""
-    if not raw.readonly:
-        return None
-    obj, hops = raw.obj, 0
-    while obj is not None and hops < 8:
-        if isinstance(obj, mmap.mmap):
-            found = _by_map.get(id(obj))
-            if found is not None and found.map is obj and found.nbytes == raw.nbytes \
-                    and _address(raw) == _address(found.view):
-                return found
-            return None
-        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
-        hops += 1
-    return None
+class RemoteBlock:
+    """A worker's view of an arena block the driver sent (``key`` = (segment id, offset)).
+    When the last array made from it is gone, ``released(key)`` tells the driver."""
+
+    is_shared_buffer = True
+    __slots__ = ("key", "nbytes", "_mapping", "_released", "__weakref__")
+
+    def __init__(self, key, nbytes, mapping, released):
+        self.key = key
+        self.nbytes = nbytes
+        self._mapping = mapping
+        self._released = released
+
+    @property
+    def view(self):
+        """A new exported view (it keeps this block alive; see ShmBuffer.view)."""
+        return exported_view(self._mapping, self.key[1], self.nbytes, self)
+
+    def __del__(self):
+        released = self._released
+        if released is not None:
+            released(self.key)
 
 
-def _address(view):
-    import numpy
+_MADV_POPULATE_READ = 22  # Linux 5.14+: fault pages in for reading (keeps them shared)
 
-    return numpy.frombuffer(view, dtype=numpy.uint8).ctypes.data
+
+def map_private(fd, size):
+    """Map a received memfd private (copy on write), its page tables filled for reading.
+    Not MAP_POPULATE: on a private writable mapping it would copy every page at once (and
+    later writes by the owner, into blocks reused by the arena, would not be seen)."""
+    mapping = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE)
+    try:
+        mapping.madvise(_MADV_POPULATE_READ)
+    except (OSError, ValueError):  # older kernels: pages fault in when first read
+        pass
+    return mapping
+
+
+def map_segment(fd, size):
+    """Map a received arena segment (see :func:`map_private`); the fd may be closed after."""
+    return map_private(fd, size)
 
 
 def raise_fd_limit():
@@ -97,6 +176,11 @@ def raise_fd_limit():
         pass
 
 
+def is_shared(buf):
+    """True for the shared-buffer kinds above (their classes set ``is_shared_buffer``)."""
+    return getattr(type(buf), "is_shared_buffer", False)
+
+
 def as_buffer(buf):
-    """What pickle and sockets can read for a buffer (a ShmBuffer's view, or the buffer)."""
-    return buf.view if type(buf) is ShmBuffer else buf
+    """What pickle and sockets can read for a buffer (a shared buffer's view, or the buffer)."""
+    return buf.view if is_shared(buf) else buf

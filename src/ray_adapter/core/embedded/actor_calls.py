@@ -87,6 +87,7 @@ class ActorCallsMixin:
 
     def _finish_call(self, call, datas, is_error):
         rt = self.rt
+        call.args = None  # its arguments (shared buffers among them) are not needed any more
         if call.deps:
             rt.objects.release(call.deps)
         self.scope.uncarry(call.carried)

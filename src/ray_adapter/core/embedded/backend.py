@@ -22,6 +22,7 @@ import uuid
 from ray_adapter.core import errors, ids, serialization, shm
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
+from ray_adapter.core.embedded.arena import Arena
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
 from ray_adapter.core.embedded.resources import detect_accelerators
@@ -83,7 +84,11 @@ class EmbeddedBackend(RuntimeCore):
                                  self.namespace, log_to_driver, node.ip)
 
         env = worker_environment(dict(self.job_runtime_env.get("env_vars") or {}))
-        self.pool = WorkerPool(init_message, env, log_to_driver, self._dispatch, self._on_worker_exit)
+        self.arena = Arena(total["object_store_memory"]) if shm.AVAILABLE else None
+        if self.arena is not None:
+            serialization.set_allocator(self.arena.copy_of)
+        self.pool = WorkerPool(init_message, env, log_to_driver, self._dispatch, self._on_worker_exit,
+                               self.arena)
         self._releases = DeferredReleases()
         self._started = True
         atexit.register(self.shutdown)
@@ -101,6 +106,9 @@ class EmbeddedBackend(RuntimeCore):
         self.timers.close()
         self.pool.shutdown()
         self.objects.close()  # every get/wait still blocked raises NotInitialized
+        if self.arena is not None:
+            serialization.set_allocator(None)
+            self.arena.close()
         self.tasks.clear()
         self.actors.clear()
 

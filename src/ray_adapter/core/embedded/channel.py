@@ -25,15 +25,25 @@ import collections
 import socket
 import struct
 import threading
+from time import monotonic as _monotonic
 
 from ray_adapter.core.shm import ShmBuffer
 
 _HEADER = struct.Struct("!II")   # body length, number of buffers
 _BUF = struct.Struct("!BQ")      # buffer kind, length in bytes
-_INLINE, _SHARED = 0, 1
+_HEADER_SIZE, _BUF_SIZE = _HEADER.size, _BUF.size
+_MSG_CTRUNC = int(socket.MSG_CTRUNC)
+_MSG_DONTWAIT = int(socket.MSG_DONTWAIT)
+_RECV_BUFFER = 1 << 18           # read-ahead buffer per channel (bytes)
+_INLINE, _SHARED, _ARENA, _SEGMENT = 0, 1, 2, 3
+_ARENA_REF = struct.Struct("!IQ")  # after an _ARENA / _SEGMENT frame header: segment id, offset
+_ARENA_REF_SIZE = _ARENA_REF.size
 _CHUNK = 1 << 16
 #: Longest a posted frame waits to be written when no thread blocks meanwhile (seconds).
 FLUSH_DELAY = 0.0005
+#: A post this soon (seconds) after the channel's last write is part of a burst and is batched;
+#: a later one is written at once by the posting thread (no delay, no kick).
+BURST_WINDOW = 0.00005
 #: Descriptors per sendmsg at most; the receiver's ancillary buffer holds exactly this many.
 MAX_FDS = 32
 _COALESCE = 1 << 18  # join small pieces up to this many bytes into one write
@@ -53,30 +63,48 @@ class Channel:
     def __init__(self, sock):
         self.sock = sock
         self._lock = threading.Lock()     # leaf lock: guards _segments, _flushing, _closed
-        self._segments = collections.deque()  # [data, fd or None] pieces of queued frames
+        self._out = collections.deque()  # [data, fd or None] pieces of queued frames
         self._flushing = False
         self._closed = False
-        self._buf = bytearray()
-        self._pos = 0
+        self._last_write = 0.0  # time.monotonic() of the last flush (burst detection)
+        self._rbuf = bytearray(_RECV_BUFFER)  # read ahead: bytes _rpos.._rend are unread
+        self._rview = memoryview(self._rbuf)
+        self._rpos = self._rend = 0
         self._fds = collections.deque()
         self._anc = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
+        self.codec = None  # arena blocks: set by the owner (driver: pins; worker: mappings)
 
     # -- sending -----------------------------------------------------------------------------
     def enqueue(self, body, buffers=()):
-        """Queue one frame: ``body`` (bytes) and ``buffers`` (bytes-like or ShmBuffer). Never
-        blocks on I/O; call :meth:`flush` after releasing any lock held."""
-        segments = [[_HEADER.pack(len(body), len(buffers)) + body, None, None]]
+        """Queue one frame: ``body`` (bytes) and ``buffers`` (bytes-like, or shared buffers:
+        :mod:`ray_adapter.core.shm`). Never blocks on I/O; call :meth:`flush` after releasing
+        any lock held."""
+        pieces = [[_HEADER.pack(len(body), len(buffers)) + body, None, None]]
+        blocks = None
         for buf in buffers:
-            if type(buf) is ShmBuffer:
-                # The header carries the descriptor; the buffer stays alive until it is sent.
-                segments.append([_BUF.pack(_SHARED, buf.nbytes), buf.fd, buf])
-            else:
+            kind = type(buf)
+            if kind is bytes or kind is memoryview or kind is bytearray:
                 view = memoryview(buf).cast("B")
-                segments.append([_BUF.pack(_INLINE, view.nbytes), None, None])
-                segments.append([view, None, None])
+                pieces.append([_BUF.pack(_INLINE, view.nbytes), None, None])
+                pieces.append([view, None, None])
+            elif kind is ShmBuffer:
+                # The header carries the descriptor; the buffer stays alive until it is sent.
+                pieces.append([_BUF.pack(_SHARED, buf.nbytes), buf.fd, buf])
+            else:  # an arena block: the codec encodes it, in queue order (below)
+                pieces.append(buf)
+                blocks = True
         with self._lock:
-            if not self._closed:
-                self._segments.extend(segments)
+            if self._closed:
+                return
+            if blocks:
+                encoded = []
+                for piece in pieces:
+                    if type(piece) is list:
+                        encoded.append(piece)
+                    else:
+                        encoded.extend(self.codec.encode(piece))
+                pieces = encoded
+            self._out.extend(pieces)
 
     def send(self, body, buffers=()):
         """:meth:`enqueue` then :meth:`flush`."""
@@ -100,14 +128,15 @@ class Channel:
         this channel (which may wait) and the caller returns. A broken connection drops what
         is queued; the reader side reports the peer's exit."""
         with self._lock:
-            if self._flushing or not self._segments:
+            if self._flushing or not self._out:
                 return
             self._flushing = True
-        self._drain(socket.MSG_DONTWAIT)
+        self._last_write = _monotonic()
+        self._drain(_MSG_DONTWAIT)
 
     def _drain(self, flags):
         """Write queued segments; the calling thread holds the flushing role."""
-        segments = self._segments
+        segments = self._out
         while True:
             with self._lock:
                 if not segments:
@@ -150,22 +179,78 @@ class Channel:
     # -- receiving ---------------------------------------------------------------------------
     def recv(self):
         """Block for the next ``(body, buffers)``; raises ChannelClosed at the end of the
-        stream and ProtocolError for a malformed one. Large inline buffers come back as
-        read-only memoryviews, shared ones as :class:`ShmBuffer`."""
-        size, nbuf = _HEADER.unpack(self._read_exact(_HEADER.size))
-        body = self._read_exact(size)
+        stream and ProtocolError for a malformed one. ``body`` is a memoryview valid until the
+        next ``recv`` (decode it at once); small inline buffers come back as bytes, large ones
+        as read-only memoryviews of their own, shared ones as :class:`ShmBuffer`."""
+        self._need(_HEADER_SIZE)
+        size, nbuf = _HEADER.unpack_from(self._rbuf, self._rpos)
+        self._rpos += _HEADER_SIZE
+        if size > _RECV_BUFFER - _HEADER_SIZE:
+            body = self._read_large(size)
+        else:
+            self._need(size)
+            body = self._rview[self._rpos:self._rpos + size]
+            self._rpos += size
+        if not nbuf:
+            return body, ()
+        if type(body) is memoryview and nbuf:
+            body = bytes(body)  # the buffers below may move the read buffer under it
         buffers = []
-        for _ in range(nbuf):
-            kind, length = _BUF.unpack(self._read_exact(_BUF.size))
+        while len(buffers) < nbuf:  # (a segment announcement is a frame without a buffer)
+            self._need(_BUF_SIZE)
+            kind, length = _BUF.unpack_from(self._rbuf, self._rpos)
+            self._rpos += _BUF_SIZE
             if kind == _SHARED:
-                if not self._fds:
-                    raise ProtocolError("a shared buffer arrived without its file descriptor")
-                buffers.append(ShmBuffer.from_fd(self._fds.popleft(), length))
+                buffers.append(ShmBuffer.from_fd(self._take_fd(), length))
+            elif kind == _ARENA:
+                self._need(_ARENA_REF_SIZE)
+                seg_id, offset = _ARENA_REF.unpack_from(self._rbuf, self._rpos)
+                self._rpos += _ARENA_REF_SIZE
+                buffers.append(self.codec.decode((seg_id, offset), length))
+            elif kind == _SEGMENT:
+                self._need(_ARENA_REF_SIZE)
+                seg_id, _ = _ARENA_REF.unpack_from(self._rbuf, self._rpos)
+                self._rpos += _ARENA_REF_SIZE
+                self.codec.segment(seg_id, self._take_fd(), length)
             elif kind == _INLINE:
-                buffers.append(self._read_exact(length))
+                if length >= _CHUNK:
+                    buffers.append(self._read_large(length))
+                else:
+                    self._need(length)
+                    buffers.append(bytes(self._rview[self._rpos:self._rpos + length]))
+                    self._rpos += length
             else:
                 raise ProtocolError(f"unknown buffer kind {kind}")
         return body, buffers
+
+    def _take_fd(self):
+        if not self._fds:
+            raise ProtocolError("a shared buffer arrived without its file descriptor")
+        return self._fds.popleft()
+
+    def _need(self, n):
+        """Make ``n`` bytes available at ``_rpos`` in the read buffer (n <= its size)."""
+        have = self._rend - self._rpos
+        if have >= n:
+            return
+        if self._rpos:  # move what is left to the front
+            self._rview[:have] = self._rview[self._rpos:self._rend]
+            self._rpos, self._rend = 0, have
+        while self._rend - self._rpos < n:
+            self._rend += self._recv_blocking(self._rview[self._rend:])
+
+    def _read_large(self, n):
+        """``n`` bytes into a buffer of their own (read-only memoryview), what the read buffer
+        holds first, the rest straight from the socket."""
+        out = bytearray(n)
+        view = memoryview(out)
+        have = min(self._rend - self._rpos, n)
+        view[:have] = self._rview[self._rpos:self._rpos + have]
+        self._rpos += have
+        filled = have
+        while filled < n:
+            filled += self._recv_blocking(view[filled:])
+        return view.toreadonly()
 
     def _recv_into(self, view):
         """One recvmsg into ``view``; keeps any descriptors that came with the bytes."""
@@ -173,12 +258,13 @@ class Channel:
             n, ancdata, flags, _addr = self.sock.recvmsg_into([view], self._anc)
         except (OSError, ValueError) as exc:
             raise ChannelClosed(str(exc)) from None
-        for level, kind, data in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-                self._fds.extend(fds)
-        if flags & socket.MSG_CTRUNC:
+        if ancdata:
+            for level, kind, data in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds = array.array("i")
+                    fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+                    self._fds.extend(fds)
+        if flags & _MSG_CTRUNC:
             raise ProtocolError("file descriptors were truncated in transit (MSG_CTRUNC)")
         if n == 0:
             raise ChannelClosed("peer closed the connection")
@@ -188,40 +274,10 @@ class Channel:
         flush_posted()  # about to block: write what this process queued first
         return self._recv_into(view)
 
-    def _read_exact(self, n):
-        have = len(self._buf) - self._pos
-        if have >= n:
-            out = bytes(self._buf[self._pos:self._pos + n])
-            self._pos += n
-            if self._pos == len(self._buf):
-                self._buf.clear()
-                self._pos = 0
-            return out
-        out = bytearray(n)
-        view = memoryview(out)
-        view[:have] = self._buf[self._pos:]
-        self._buf.clear()
-        self._pos = 0
-        filled = have
-        if n - filled >= _CHUNK:  # a large frame: straight into its own buffer
-            while filled < n:
-                filled += self._recv_blocking(view[filled:])
-            return memoryview(out).toreadonly()  # read-only, as object payloads must be
-        chunk = bytearray(_CHUNK)
-        chunk_view = memoryview(chunk)
-        while filled < n:  # small: read ahead into the shared buffer
-            got = self._recv_blocking(chunk_view)
-            take = min(got, n - filled)
-            view[filled:filled + take] = chunk_view[:take]
-            filled += take
-            if got > take:
-                self._buf += chunk_view[take:got]
-        return bytes(out)
-
     def close(self):
         with self._lock:
             self._closed = True
-            self._segments.clear()
+            self._out.clear()
         for closer in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
             try:
                 closer()
@@ -236,6 +292,16 @@ class Channel:
                 pass
 
 
+def segment_header(seg_id, size):
+    """The frame header announcing arena segment ``seg_id`` (its descriptor goes with it)."""
+    return _BUF.pack(_SEGMENT, size) + _ARENA_REF.pack(seg_id, 0)
+
+
+def block_header(seg_id, offset, nbytes):
+    """The frame header of a buffer that is ``nbytes`` at ``offset`` of arena segment ``seg_id``."""
+    return _BUF.pack(_ARENA, nbytes) + _ARENA_REF.pack(seg_id, offset)
+
+
 class _Posted:
     """Channels with posted frames not yet flushed, and the kick thread that flushes them at
     most FLUSH_DELAY after the first was posted (it sleeps while nothing is posted)."""
@@ -247,6 +313,9 @@ class _Posted:
         self._thread = None
 
     def add(self, channel):
+        if not getattr(_local, "self_flushing", False) and _monotonic() - channel._last_write > BURST_WINDOW:
+            channel.flush()  # not in a burst: write now, nothing to batch with
+            return
         with self._cond:
             self._channels.add(channel)
             if self._armed or getattr(_local, "self_flushing", False):

@@ -15,9 +15,11 @@ it cannot be tracked).
 import collections
 import enum
 import threading
+from _thread import allocate_lock as _allocate_lock
 import traceback
 
 from ray_adapter.core import errors
+from ray_adapter.core.embedded.channel import flush_posted
 from ray_adapter.core.execution import wait_seconds
 
 
@@ -268,25 +270,27 @@ class ObjectTable:
     def wait(self, object_ids, needed, timeout):
         """Block the calling thread until ``needed`` of ``object_ids`` are sealed; True if so
         within ``timeout`` seconds (None: forever). Raises NotInitialized on shutdown."""
-        from ray_adapter.core.embedded.channel import flush_posted
-
         flush_posted()  # about to block: the work this waits for may still be queued here
-        event = threading.Event()
+        signal = _allocate_lock()  # held: released by the callback (cheaper than an Event)
+        signal.acquire()
         outcome = []
 
         def done(ok):
             outcome.append(ok)
-            event.set()
+            signal.release()
 
         waiter = self.when_ready(object_ids, done, needed)
-        if not event.is_set():
+        if not outcome:
             if timeout is not None and timeout <= 0:
-                self.cancel_wait(waiter)
-                return event.is_set() and outcome[0]
-            if not event.wait(wait_seconds(timeout)):
                 if self.cancel_wait(waiter):
                     return False
-                event.wait()
+                signal.acquire()  # it fired meanwhile: wait for its release
+            else:
+                seconds = wait_seconds(timeout)
+                if not signal.acquire(True, -1 if seconds is None else seconds):
+                    if self.cancel_wait(waiter):
+                        return False
+                    signal.acquire()  # it fired meanwhile: wait for its release
         if not outcome[0]:
             raise errors.NotInitialized("ray.shutdown() was called while this call was waiting")
         return True

@@ -25,6 +25,7 @@ import traceback
 
 from ray_adapter.core import ids
 from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking)
 
@@ -42,9 +43,10 @@ class WorkerState(enum.Enum):
 
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
-                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "__weakref__")
+                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins",
+                 "__weakref__")
 
-    def __init__(self, proc, channel, worker_id, node):
+    def __init__(self, proc, channel, worker_id, node, arena=None):
         self.proc = proc
         self.pid = proc.pid
         self.worker_id = worker_id
@@ -58,6 +60,9 @@ class WorkerHandle:
         self.borrowed = set()       # ids of actors this worker holds handles to
         self.exit_intended = False  # exit_actor() was called
         self.blocked = 0            # nested get/wait calls in flight from its task
+        self.pins = Pins()          # arena blocks sent to it whose views it may still hold
+        if arena is not None:
+            channel.codec = DriverCodec(arena, self.pins)
 
     @property
     def alive(self):
@@ -97,8 +102,9 @@ class WorkerPool:
     """Spawns worker processes and keeps idle ones. ``dispatch(worker, message, buffers)``
     handles each message a worker sends; ``on_exit(worker)`` runs once its process is gone."""
 
-    def __init__(self, init_message, env, log_to_driver, dispatch, on_exit):
+    def __init__(self, init_message, env, log_to_driver, dispatch, on_exit, arena=None):
         self._lock = threading.Lock()
+        self._arena = arena
         self._init = init_message      # a function (worker_id, node) -> protocol.Init
         self._env = env
         self._log_to_driver = log_to_driver
@@ -124,7 +130,7 @@ class WorkerPool:
             raise
         finally:
             child.close()
-        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node)
+        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node, self._arena)
         worker.send(self._init(worker.worker_id, node))
         with self._lock:
             closed = self._closed
@@ -212,6 +218,7 @@ class WorkerPool:
             worker.proc.wait()
         worker.kill_group()  # what its tasks started dies with it, as in Ray
         worker.channel.close()
+        worker.pins.clear()  # its views of arena blocks died with it
         with self._lock:
             self._live.discard(worker)
             idle = self._idle.get(worker.node.node_id)

@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Union
 
 import msgspec
 
+from ray_adapter.core.serialization import Serialized
+
 VERSION = 1
 
 
@@ -177,6 +179,7 @@ class RefUpdate(_Msg):
     borrow: List[bytes] = []
     unborrow: List[bytes] = []
     escape: List[bytes] = []
+    unpin: List[List[int]] = []  # arena blocks (segment id, offset) whose views are all gone
 
 
 class FunctionReq(_Msg):
@@ -267,7 +270,5 @@ def to_payload(serialized, buffers):
 
 def from_payload(payload, buffers):
     """The Serialized value a received :class:`Payload` describes."""
-    from ray_adapter.core.serialization import Serialized
-
     return Serialized(payload.data, buffers[payload.first:payload.first + payload.count],
                       payload.refs, payload.handles)

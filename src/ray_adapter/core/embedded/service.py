@@ -99,6 +99,8 @@ class DriverService:
             rt.actors.scope.borrow(worker, message.unborrow, -1)
         if message.escape:
             rt.actors.scope.escape(message.escape)
+        for seg_id, offset in message.unpin:
+            worker.pins.drop((seg_id, offset))
 
     # -- get / wait --------------------------------------------------------------------------
     def on_get(self, worker, message, buffers):

@@ -264,6 +264,9 @@ class TaskManager:
 
     def _finish(self, record, datas, is_error):
         rt = self.rt
+        # Drop what the record holds now: its arguments (shared buffers among them) must not
+        # wait for the cyclic GC (record -> demand -> its start closure -> record).
+        record.args = record.demand = record.waiter = None
         if record.deps:
             rt.objects.release(record.deps)
         rt.actors.uncarry(record.carried)

@@ -20,6 +20,7 @@ import traceback
 
 from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol
+from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
@@ -32,6 +33,7 @@ class Worker:
     def __init__(self, fd):
         self.channel = Channel(socket.socket(fileno=fd))
         self.core = WorkerCore(self)
+        self.channel.codec = WorkerCodec(self.core.block_released)
         self.blobs = {}                 # key -> pickled function / class, as registered
         self.functions = {}             # key -> loaded function / class
         self.exec_queue = queue.SimpleQueue()

@@ -153,11 +153,15 @@ class WorkerCore(RuntimeCore):
     def object_escaped(self, object_id):
         self._ref_events.put(("pin", object_id))
 
+    def block_released(self, key):
+        """The views of one arena block received from the driver are gone (from ``__del__``)."""
+        self._ref_events.put(("unpin", key))
+
     def ref_loop(self):
         counts, owned = {}, set()
         while True:
             event = self._ref_events.get()
-            update = protocol.RefUpdate([], [], [], [], [])
+            update = protocol.RefUpdate([], [], [], [], [], [])
             while event is not None:
                 kind, target = event
                 if kind == "own":
@@ -181,11 +185,13 @@ class WorkerCore(RuntimeCore):
                     update.unborrow.append(target)
                 elif kind == "hpin":
                     update.escape.append(target)
+                elif kind == "unpin":
+                    update.unpin.append(list(target))
                 try:
                     event = self._ref_events.get_nowait()
                 except queue.Empty:
                     event = None
-            if update.decref or update.pin or update.unborrow or update.escape:
+            if update.decref or update.pin or update.unborrow or update.escape or update.unpin:
                 self._worker.send(update)
 
     # -- tasks and actors --------------------------------------------------------------------
