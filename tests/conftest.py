@@ -40,13 +40,27 @@ def process_alive(pid):
         return False
 
 
+_WORKER_MODULE = "ray_adapter.core.embedded.worker"
+_TEMPLATE_MODULE = "ray_adapter.core.embedded.zygote"  # workers forked from it share its cmdline
+
+
+def _runtime_process(p):
+    """'worker', 'template' or None for a process (a forked worker's parent is the template)."""
+    cmd = " ".join(p.cmdline())
+    if _WORKER_MODULE in cmd:
+        return "worker"
+    if _TEMPLATE_MODULE in cmd:
+        parent = p.parent()
+        return "worker" if parent is not None and _TEMPLATE_MODULE in " ".join(parent.cmdline()) else "template"
+    return None
+
+
 def worker_processes():
     """Live embedded-runtime worker processes (any parent)."""
     out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
+    for p in psutil.process_iter(["status"]):
         try:
-            cmd = p.info["cmdline"] or []
-            if any("ray_adapter.core.embedded.worker" in c for c in cmd) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and _runtime_process(p) == "worker":
                 out.append(p)
         except psutil.Error:
             continue
@@ -64,7 +78,7 @@ def my_worker_processes():
 
 def _is_worker(p):
     try:
-        return any("ray_adapter.core.embedded.worker" in c for c in p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
+        return p.status() != psutil.STATUS_ZOMBIE and _runtime_process(p) == "worker"
     except psutil.Error:
         return False
 

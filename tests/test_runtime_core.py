@@ -319,3 +319,25 @@ def test_task_retries_are_logged_as_ray_logs_them(tmp_path):
     assert "Task flaky failed. There are 2 retries remaining, so the task will be retried." in result.stderr
     assert "Task raises_once failed. There are 1 retries remaining" in result.stderr
     assert "ValueError: first try" in result.stderr
+
+
+@pytest.mark.embedded_only("the worker template process is the embedded runtime's")
+def test_workers_are_forked_from_the_template_and_start_without_it(ray):
+    import psutil
+
+    from ray_adapter import core
+
+    @ray.remote
+    class A:
+        def where(self):
+            return os.getpid(), os.getppid(), os.getsid(0)
+
+    pid, parent, session = ray.get(A.remote().where.remote())
+    template = core.current().pool._zygote
+    assert parent == template._proc.pid  # forked from the pre-imported template
+    assert session == pid  # in a session of its own: its process group dies with it
+    template._proc.kill()  # without the template, workers are fresh interpreters again
+    template._proc.wait()
+    actors = [A.remote() for _ in range(4)]  # more than the pool has idle: new ones start
+    pids = ray.get([a.where.remote() for a in actors], timeout=60)
+    assert any(psutil.Process(p).ppid() == os.getpid() for p, _, _ in pids)

@@ -1,0 +1,256 @@
+"""Worker processes forked from a template process that has already imported the worker's code.
+
+Starting a Python interpreter and importing the worker (the runtime core, the ``ray`` proxy,
+cloudpickle, msgspec...) costs about 150 ms of CPU per worker; forking a process that already
+did costs a few milliseconds, so dozens of actors start at once (RL controllers start dozens).
+
+The template (:func:`main`, ``python -m ray_adapter.core.embedded.zygote FD``) is started by
+the driver with the workers' environment. It stays single-threaded (forking is safe) and serves
+one control socket: a spawn request carries the worker's end of its socket pair (SCM_RIGHTS)
+and per-worker environment changes; the template forks, the child starts a new session and
+becomes :func:`ray_adapter.core.embedded.worker.main`, and the template answers with the pid.
+It reaps its children (SIGCHLD, through a self-pipe) and reports each exit code. When the
+driver's end of the control socket closes (the driver is gone, however), it exits; the workers
+end themselves when their own sockets close.
+
+:class:`Zygote` is the driver's side: :meth:`Zygote.spawn` returns a :class:`ForkedProcess`
+with the ``Popen`` methods the pool uses. Thread-safety: ``spawn`` may be called from any
+thread; one reader thread takes the template's answers.
+"""
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+_LEN = struct.Struct("!I")
+
+
+def _send(sock, obj, fd=None):
+    data = json.dumps(obj).encode()
+    frame = _LEN.pack(len(data)) + data
+    if fd is None:
+        sock.sendall(frame)
+    else:
+        sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+
+
+def _recv(sock, fds):
+    """One framed JSON message; descriptors that came with it are appended to ``fds``."""
+    head = _recv_exact(sock, _LEN.size, fds)
+    return json.loads(_recv_exact(sock, _LEN.unpack(head)[0], fds))
+
+
+def _recv_exact(sock, n, fds):
+    out = bytearray()
+    while len(out) < n:
+        data, anc, _flags, _addr = sock.recvmsg(n - len(out), socket.CMSG_SPACE(4 * 4))
+        if not data:
+            raise EOFError("the peer closed the control socket")
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) // 4 * 4]))
+        out += data
+    return bytes(out)
+
+
+# ====================================================================== the template process
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ctl = socket.socket(fileno=int(argv[0]))
+    os.environ["RAY_BACKEND"] = "yuanrong"
+    from ray_adapter import hook
+
+    hook.install()
+    from ray_adapter.core.embedded import worker  # noqa: F401 - what every worker imports
+    import ray  # noqa: F401
+
+    import gc
+
+    gc.freeze()  # what is imported now is shared with every child, untouched by their GCs
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: _poke(wake_w))
+    children = set()
+    while True:
+        try:
+            readable, _, _ = select.select([ctl, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+            _reap(ctl, children)
+        if ctl in readable:
+            fds = []
+            try:
+                request = _recv(ctl, fds)
+            except (EOFError, OSError):
+                # The driver is gone. Each worker sees its own socket close and ends itself and
+                # what its tasks started (killing them here would leave those orphaned).
+                os._exit(0)
+            pid = os.fork()
+            if pid == 0:
+                _child(fds[0], request, ctl, wake_r, wake_w)
+            os.close(fds[0])
+            children.add(pid)
+            _send(ctl, {"id": request["id"], "pid": pid})
+
+
+def _poke(fd):
+    try:
+        os.write(fd, b"x")
+    except OSError:
+        pass
+
+
+def _reap(ctl, children):
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        _send(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _child(fd, request, ctl, wake_r, wake_w):
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for closing in (ctl.detach(), wake_r, wake_w):
+        try:
+            os.close(closing)
+        except OSError:
+            pass
+    try:
+        os.setsid()
+        os.environ.update(request.get("env") or {})
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
+        for path in reversed(request.get("path") or []):
+            sys.path.insert(0, path)
+        from ray_adapter.core.embedded import worker
+
+        worker.main([str(fd)])
+    finally:
+        os._exit(1)
+
+
+# ====================================================================== the driver's side
+class ForkedProcess:
+    """A worker forked by the template: the ``Popen`` attributes the pool uses."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+        self._exited = threading.Event()
+
+    def _set_exit(self, code):
+        self.returncode = code
+        self._exited.set()
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+        return self.returncode
+
+    def kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Zygote:
+    """The driver's handle on the template process."""
+
+    def __init__(self, env, stdout=None, stderr=None):
+        parent, child = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ray_adapter.core.embedded.zygote", str(child.fileno())],
+                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                stderr=stderr, start_new_session=True, close_fds=True)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self._sock = parent
+        self._lock = threading.Lock()        # leaf: request ids and whole-frame sends
+        self._next = 0
+        self._spawning = {}                  # request id -> [Event, pid]
+        self._procs = {}                     # pid -> ForkedProcess (its exit is reported after the pid)
+        self.alive = True
+        threading.Thread(target=self._reader, daemon=True, name="ray-adapter-zygote").start()
+
+    def spawn(self, fd, env=None, cwd=None, path=None):
+        """Fork a worker on ``fd`` (its end of a socket pair; the caller closes its copy after);
+        returns its ForkedProcess. Raises OSError when the template is gone."""
+        done = threading.Event()
+        with self._lock:
+            if not self.alive:
+                raise OSError("the worker template process is gone")
+            self._next += 1
+            request_id = self._next
+            slot = self._spawning[request_id] = [done, None]
+            _send(self._sock, {"id": request_id, "env": env or {}, "cwd": cwd, "path": path or []}, fd)
+        done.wait()
+        if slot[1] is None:
+            raise OSError("the worker template process is gone")
+        return slot[1]
+
+    def _reader(self):
+        fds = []
+        try:
+            while True:
+                message = _recv(self._sock, fds)
+                if "pid" in message:
+                    proc = ForkedProcess(message["pid"])
+                    with self._lock:
+                        self._procs[proc.pid] = proc
+                        slot = self._spawning.pop(message["id"], None)
+                    if slot is not None:
+                        slot[1] = proc
+                        slot[0].set()
+                elif "exit" in message:
+                    with self._lock:
+                        proc = self._procs.pop(message["exit"], None)
+                    if proc is not None:
+                        proc._set_exit(message["code"])
+        except (EOFError, OSError, ValueError):
+            pass
+        with self._lock:
+            self.alive = False
+            waiting = list(self._spawning.values())
+            self._spawning.clear()
+            procs = list(self._procs.values())
+            self._procs.clear()
+        for slot in waiting:
+            slot[0].set()
+        for proc in procs:  # no more exit reports: whoever waits learns it now
+            if proc.returncode is None:
+                proc._set_exit(-signal.SIGKILL)
+
+    def close(self):
+        """Stop the template (its workers are stopped by the pool)."""
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+if __name__ == "__main__":
+    main()
