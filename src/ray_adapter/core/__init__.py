@@ -62,17 +62,27 @@ def load_backend_class(name):
     """The class registered for backend ``name`` (entry point group ``ray_adapter.backends``)."""
     target = _BUILTIN_BACKENDS.get(name)
     if target is None:
-        from importlib.metadata import entry_points
-
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        registered = _registered_backends()
+        for ep in registered:
             if ep.name == name:
                 return ep.load()
-        known = sorted(set(_BUILTIN_BACKENDS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+        known = sorted(set(_BUILTIN_BACKENDS) | {ep.name for ep in registered})
         raise ValueError(f"unknown ray-adapter backend {name!r}; known backends: {', '.join(known)}")
     module_name, _, attr = target.partition(":")
     import importlib
 
     return getattr(importlib.import_module(module_name), attr)
+
+
+def _registered_backends():
+    """Entry points of the ``ray_adapter.backends`` group (importlib.metadata's selection API
+    is 3.10+; Python 3.9 returns a dict of groups)."""
+    from importlib.metadata import entry_points
+
+    found = entry_points()
+    if hasattr(found, "select"):
+        return list(found.select(group=ENTRY_POINT_GROUP))
+    return list(found.get(ENTRY_POINT_GROUP, ()))
 
 
 def start(options):

@@ -107,7 +107,7 @@ class RayUses(ast.NodeVisitor):
             self._unbind(bound)
             if parts[0] != "ray":
                 continue
-            self._add(_at(alias, node), self.c.name(alias.name, module_parts=len(parts)))
+            self._add(_at(alias, node, self.lines), self.c.name(alias.name, module_parts=len(parts)))
             self.ray[bound] = alias.name if alias.asname else "ray"
 
     def visit_ImportFrom(self, node):
@@ -117,7 +117,7 @@ class RayUses(ast.NodeVisitor):
         for alias in node.names:
             if alias.name == "*":
                 if is_ray:
-                    self._add(_at(alias, node), self.c.name(module, module_parts=depth))
+                    self._add(_at(alias, node, self.lines), self.c.name(module, module_parts=depth))
                     for name in matrix.symbols(module):
                         self._unbind(name)
                         self.ray[name] = f"{module}.{name}"
@@ -126,7 +126,7 @@ class RayUses(ast.NodeVisitor):
             self._unbind(bound)
             if is_ray:
                 dotted = f"{module}.{alias.name}"
-                self._add(_at(alias, node), self.c.name(dotted, module_parts=depth))
+                self._add(_at(alias, node, self.lines), self.c.name(dotted, module_parts=depth))
                 self.ray[bound] = dotted
 
     # -- names -------------------------------------------------------------------------------
@@ -332,9 +332,49 @@ class RayUses(ast.NodeVisitor):
         self._add(at, self.c.option(section, key, value), f"={shown}" if shown else "")
 
 
-def _at(alias, statement):
-    """``ast.alias`` has a position from Python 3.10; the statement's before that."""
-    return alias if getattr(alias, "lineno", None) else statement
+class _Position:
+    __slots__ = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+    def __init__(self, lineno, col_offset, end_lineno, end_col_offset):
+        self.lineno, self.col_offset = lineno, col_offset
+        self.end_lineno, self.end_col_offset = end_lineno, end_col_offset
+
+
+def _at(alias, statement, lines=None):
+    """Where ``alias`` is: ``ast.alias`` has a position from Python 3.10; before that it is
+    found in the statement's own source text (``lines``), else the statement's position."""
+    if getattr(alias, "lineno", None):
+        return alias
+    if lines:
+        name = alias.name
+        last = getattr(statement, "end_lineno", None) or statement.lineno
+        offset = statement.col_offset
+        keyword = "import"
+        for number in range(statement.lineno, last + 1):
+            raw = lines[number - 1].encode("utf-8") if 0 < number <= len(lines) else b""
+            start = offset if number == statement.lineno else 0
+            if keyword:  # names follow the import keyword
+                found = raw.find(keyword.encode(), start)
+                if found < 0:
+                    continue
+                start, keyword = found + len(keyword), None
+            at = _find_name(raw, name.encode(), start)
+            if at >= 0:
+                return _Position(number, at, number, at + len(name.encode()))
+    return statement
+
+
+def _find_name(raw, name, start):
+    """Offset of ``name`` as a whole dotted name in ``raw`` from ``start``, or -1."""
+    while True:
+        at = raw.find(name, start)
+        if at < 0:
+            return -1
+        before = raw[at - 1:at] if at else b" "
+        after = raw[at + len(name):at + len(name) + 1] or b" "
+        if not (before.isalnum() or before in (b"_", b".")) and not (after.isalnum() or after in (b"_", b".")):
+            return at
+        start = at + 1
 
 
 def uses(tree, lines, classifier):

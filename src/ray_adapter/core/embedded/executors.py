@@ -125,6 +125,10 @@ class ActorHost:
         w.assigned_resources, w.gpu_ids = message.resources, message.gpu_ids
         apply_env(message.env)
         name = message.class_name + ".__init__"
+        if self.loop is not None:
+            # Asyncio objects the constructor makes (asyncio.Event()) bind to the actor's loop
+            # on Python 3.9, as in Ray, whose async actors' main thread has that loop set.
+            asyncio.set_event_loop(self.loop)
         token = current_call.set((None, name, message.actor_id))
         try:
             cls = w.load(message.key)

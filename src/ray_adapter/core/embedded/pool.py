@@ -128,14 +128,8 @@ class WorkerPool:
     def spawn(self, node):
         """Start a worker process for ``node`` (call outside any lock); returns its handle.
         Raises OSError (and the like) when no process can be started."""
-        parent, child = socket.socketpair()
-        try:
-            proc = self._start_process(child)
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
+        started = self._fork() or self._exec()
+        parent, proc = started
         worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node, self._arena)
         worker.send(self._init(worker.worker_id, node))
         with self._lock:
@@ -148,20 +142,37 @@ class WorkerPool:
                          name=f"ray-adapter-worker-{proc.pid}").start()
         return worker
 
-    def _start_process(self, child):
-        """A worker process on socket ``child``: forked from the template when it is up (a few
-        milliseconds), else a fresh interpreter (about 150 ms of CPU)."""
+    def _fork(self):
+        """``(socket, process)`` of a worker forked from the template (a few milliseconds), or
+        None when the template is gone. A socket pair is never reused after a failed try: a
+        child may have been forked on it before the template died (it sees its end close)."""
         zygote = self._zygote
-        if zygote is not None and zygote.alive:
-            try:
-                return zygote.spawn(child.fileno())
-            except OSError:
-                pass
+        if zygote is None or not zygote.alive:
+            return None
+        parent, child = socket.socketpair()
+        try:
+            return parent, zygote.spawn(child.fileno())
+        except OSError:
+            parent.close()
+            return None
+        finally:
+            child.close()
+
+    def _exec(self):
+        """``(socket, process)`` of a worker in a fresh interpreter (about 150 ms of CPU)."""
+        parent, child = socket.socketpair()
         out = None if self._log_to_driver else subprocess.DEVNULL
-        return subprocess.Popen(
-            [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
-            pass_fds=(child.fileno(),), env=self._env, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=out, start_new_session=True, close_fds=True)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
+                pass_fds=(child.fileno(),), env=self._env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=out, start_new_session=True, close_fds=True)
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        return parent, proc
 
     def prestart(self, node, count):
         """Start idle workers until ``node`` has ``count`` (runs in a background thread)."""
@@ -258,8 +269,8 @@ class WorkerPool:
         with self._lock:
             self._closed = True
             prestarting, self._prestarting = self._prestarting, []
-        for thread in prestarting:  # each stops after the spawn it is in
-            thread.join(grace)
+        for thread in prestarting:  # each stops after the spawn it is in (bounded: the
+            thread.join(10)         # template answers once imported, or is gone)
         with self._lock:
             workers = list(self._live)
             self._idle.clear()

@@ -189,7 +189,13 @@ class ActorShell:
         self.exited = False
         apply_env(env_vars)
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        if is_async:
+            # Made first, and current while the constructor runs: asyncio objects it makes
+            # (asyncio.Event()) bind to the actor's loop on Python 3.9, as in Ray.
+            self.loop = asyncio.new_event_loop()
         token = current_call.set((None, f"{class_name}.__init__", actor_id, name, resources))
+        if self.loop is not None:
+            asyncio.set_event_loop(self.loop)
         try:
             if failed is not None:
                 self.init_error = failed.value
@@ -199,10 +205,15 @@ class ActorShell:
             self.init_error = task_failure(exc, f"{class_name}.__init__")
         finally:
             current_call.reset(token)
-        if is_async and self.init_error is None:
-            self.loop = asyncio.new_event_loop()
-            threading.Thread(target=self.loop.run_forever, daemon=True,
-                             name="ray-adapter-yr-actor-loop").start()
+            if self.loop is not None:
+                asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
+        if self.loop is not None:
+            if self.init_error is None:
+                threading.Thread(target=self.loop.run_forever, daemon=True,
+                                 name="ray-adapter-yr-actor-loop").start()
+            else:
+                self.loop.close()
+                self.loop = None
 
     def call(self, meta, packed_args, *deps):
         method_name, task_id, name, num_returns, dep_indexes = meta
