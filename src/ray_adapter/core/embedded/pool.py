@@ -205,7 +205,9 @@ class WorkerPool:
 
     def put_back(self, worker):
         """Return a task worker to the pool (retired instead when the pool is full)."""
-        limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
+        limit = worker.node.idle_limit
+        if limit is None:
+            limit = worker.node.idle_limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
         with self._lock:
             if not self._closed and worker.alive:
                 idle = self._idle.setdefault(worker.node.node_id, [])

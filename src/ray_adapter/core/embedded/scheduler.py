@@ -21,7 +21,7 @@ from ray_adapter.core.embedded.resources import NodeResources
 class Node:
     """One (real or virtual) node: ``node_id`` (bytes), ``ip``, ``labels``, its resources."""
 
-    __slots__ = ("node_id", "ip", "labels", "resources", "alive", "hostname")
+    __slots__ = ("node_id", "ip", "labels", "resources", "alive", "hostname", "idle_limit")
 
     def __init__(self, node_id, ip, total, labels=None, hostname=""):
         self.node_id = node_id
@@ -30,6 +30,7 @@ class Node:
         self.resources = NodeResources(total)
         self.alive = True
         self.hostname = hostname
+        self.idle_limit = None  # idle workers the pool keeps for it (worked out once)
 
 
 class Demand:
@@ -38,10 +39,10 @@ class Demand:
 
     __slots__ = ("start", "units", "shape", "seq", "queued")
 
-    def __init__(self, start, units):
+    def __init__(self, start, units, shape=None):
         self.start = start
         self.units = units
-        self.shape = tuple(sorted(units.items()))
+        self.shape = shape if shape is not None else tuple(sorted(units.items()))
         self.seq = 0
         self.queued = False
 

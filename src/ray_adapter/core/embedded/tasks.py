@@ -33,10 +33,33 @@ class TaskState(enum.Enum):
     FINISHED = "finished"
 
 
+class TaskShape:
+    """What a task's options mean to the runtime, worked out once per options object (remote
+    functions keep theirs): resource units, the scheduler's shape key, the amounts a worker
+    reports, the retry classes as the worker reads them, the env vars."""
+
+    __slots__ = ("units", "shape", "amounts", "retry_blob", "env")
+
+    def __init__(self, options):
+        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
+        self.shape = tuple(sorted(self.units.items()))
+        self.amounts = {k: float(v) for k, v in options.resources.items() if v}
+        self.retry_blob = _retry_blob(options.retry_exceptions)
+        self.env = dict((options.runtime_env or {}).get("env_vars") or {})
+
+    @staticmethod
+    def of(options):
+        shape = getattr(options, "_embedded_shape", None)
+        if shape is None:
+            shape = TaskShape(options)
+            options._embedded_shape = shape
+        return shape
+
+
 class TaskRecord:
     __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
                  "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
-                 "waiter", "retry_blob")
+                 "waiter", "retry_blob", "shape")
 
     def __init__(self, task_id, key, args, deps, carried, options, return_ids):
         self.task_id = task_id
@@ -47,14 +70,15 @@ class TaskRecord:
         self.options = options
         self.return_ids = return_ids
         self.retries_left = options.max_retries
-        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
+        self.shape = TaskShape.of(options)
+        self.units = self.shape.units
         self.state = TaskState.WAITING
         self.cancelled = False
         self.demand = None
         self.grant = None
         self.worker = None
         self.waiter = None
-        self.retry_blob = _retry_blob(options.retry_exceptions)
+        self.retry_blob = self.shape.retry_blob
 
 
 def _retry_blob(spec):
@@ -129,7 +153,8 @@ class TaskManager:
         rt = self.rt
         if record.units and not rt.scheduler.feasible(record.units):
             rt.warn_infeasible(record.options.name, record.options.resources)
-        record.demand = Demand(lambda grant, r=record: self._start(r, grant), record.units)
+        record.demand = Demand(lambda grant, r=record: self._start(r, grant), record.units,
+                               record.shape.shape)
         grant = rt.scheduler.submit(record.demand)
         if grant is not None:
             self._start(record, grant)
@@ -159,11 +184,12 @@ class TaskManager:
         args = to_payload(record.args, buffers)
         deps = [Dep(oid, to_payload(data, buffers))
                 for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))]
-        env = dict((record.options.runtime_env or {}).get("env_vars") or {})
-        env.update(device_env(grant.devices))
+        env = record.shape.env
+        if grant.devices:
+            env = dict(env, **device_env(grant.devices))
         message = protocol.RunTask(
             record.task_id, record.key, args, deps, record.options.num_returns or 1,
-            record.options.name, env, grant.amounts(),
+            record.options.name, env, record.shape.amounts,
             list(grant.devices.get("GPU", ())), record.retry_blob)
         with self._lock:
             cancelled = record.cancelled
