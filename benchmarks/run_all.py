@@ -43,7 +43,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ray-python", default=os.environ.get("RAY_REFERENCE_PYTHON"))
     args = parser.parse_args()
-    scripts = [HERE / "speedup.py"]
+    scripts = [HERE / "speedup.py", HERE / "scale_bench.py"]
     if SHARED_BENCH.exists():
         scripts.insert(0, SHARED_BENCH)
     results = {}

@@ -6,6 +6,7 @@ subtract exactly, as Ray's fixed-point resource sets do. ``memory`` is in bytes.
 import os
 
 UNIT = 10000
+_NO_DEVICES = {}  # the grant of a request for no GPU/NPU: shared, never mutated
 
 
 def detect_accelerators():
@@ -58,8 +59,13 @@ class NodeResources:
         return all(self.total.get(k, 0) >= v for k, v in units.items())
 
     def fits(self, units):
-        return all(self.available.get(k, 0) >= v for k, v in units.items()) and all(
-            self._device_slots(kind, units.get(kind, 0)) is not None for kind in self.DEVICE_KINDS)
+        available = self.available
+        for k, v in units.items():
+            if available.get(k, 0) < v:
+                return False
+            if (k == "GPU" or k == "NPU") and self._device_slots(k, v) is None:
+                return False
+        return True
 
     def _device_slots(self, kind, need):
         slots = self.devices.get(kind) or []
@@ -76,17 +82,19 @@ class NodeResources:
 
     def acquire(self, units):
         """Take ``units``; returns ``{"GPU": [ids], "NPU": [ids]}`` for the grant."""
-        grant = {}
-        for kind in self.DEVICE_KINDS:
-            need = units.get(kind, 0)
-            ids = self._device_slots(kind, need) or []
-            per = UNIT if need >= UNIT else need
-            for i in ids:
-                self.devices[kind][i] -= per
-            if ids:
-                grant[kind] = ids
+        grant = _NO_DEVICES
+        available = self.available
         for k, v in units.items():
-            self.available[k] = self.available.get(k, 0) - v
+            available[k] = available.get(k, 0) - v
+            if k == "GPU" or k == "NPU":
+                ids = self._device_slots(k, v) or []
+                per = UNIT if v >= UNIT else v
+                for i in ids:
+                    self.devices[k][i] -= per
+                if ids:
+                    if grant is _NO_DEVICES:
+                        grant = {}
+                    grant[k] = ids
         return grant
 
     def acquire_amounts(self, units):
@@ -95,7 +103,7 @@ class NodeResources:
             self.available[k] = self.available.get(k, 0) - v
 
     def release(self, units, grant):
-        for kind, ids in (grant or {}).items():
+        for kind, ids in (grant.items() if grant else ()):
             need = units.get(kind, 0)
             per = UNIT if need >= UNIT else need
             for i in ids:
