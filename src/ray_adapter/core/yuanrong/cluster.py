@@ -50,6 +50,8 @@ class ClusterMixin:
         for node in self.nodes():
             for k, v in node["resources_total"].items():
                 out[k] = out.get(k, 0.0) + v
+        if self.local_mode:
+            out.update(self.group_resources_local("total"))
         return out
 
     def available_resources(self):
@@ -62,7 +64,29 @@ class ClusterMixin:
                 for k, v in self._held.items():
                     if k in out:
                         out[k] -= v
+            for k, v in self._reserved_local().items():  # placement groups' reservations
+                if k in out:
+                    out[k] -= v
+            out.update(self.group_resources_local("available"))
         return {k: v for k, v in out.items() if v > 1e-9}  # nothing free: omitted, as in Ray
+
+    def _reserved_local(self):
+        scheduler = getattr(self, "_rg_scheduler", None)
+        if scheduler is None:
+            return {}
+        with scheduler._lock:
+            res = scheduler.head.resources
+            total, free = res.total_dict(), res.amounts(res.available)
+        return {k: total[k] - free.get(k, 0.0) for k in total if total[k] - free.get(k, 0.0) > 0}
+
+    def resources_per_node(self, which):
+        """``{node id: {resource: amount}}`` from yr.resources() (local mode: the one node)."""
+        if self.local_mode:
+            return {self.node_id.hex(): self.cluster_resources() if which == "total"
+                    else self.available_resources()}
+        key = "resources_total" if which == "total" else "resources_available"
+        return {n["node_id"]: {k: v for k, v in n[key].items() if which == "total" or v > 0}
+                for n in self.nodes() if n["alive"]}
 
     def context(self):
         task_id, task_name, actor_id, actor_name, resources = shell.current_call.get()
@@ -70,13 +94,17 @@ class ClusterMixin:
         meta = None
         if actor_id is not None and actor_id in self._actors:
             meta = self._actors[actor_id].info.handle_meta
+        group = shell.current_group.get()
         return CallContext(
             job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
             namespace=self.namespace, is_driver=not in_call,
             task_id=task_id if in_call else None, actor_id=actor_id, task_name=task_name,
             actor_name=actor_name,
             assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
-            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip())
+            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip(),
+            placement_group_id=group[0] if group else None,
+            capture_child_tasks=bool(group and group[1]),
+            gcs_address=getattr(self, "address", ""))
 
     def _node_ip(self):
         if self.local_mode:
