@@ -106,6 +106,30 @@ class ClusterMixin:
             capture_child_tasks=bool(group and group[1]),
             gcs_address=getattr(self, "address", ""))
 
+    def state(self, kind):
+        """State API records from what this backend knows (no task events are recorded)."""
+        import os
+
+        if kind == "nodes":
+            return [dict(n, is_head=self.local_mode or i == 0) for i, n in enumerate(self.nodes())]
+        if kind == "placement_groups":
+            return self.placement_group_table(None)
+        if kind == "workers":
+            return [{"worker_id": self.worker_id.hex(), "is_alive": True, "worker_type": "DRIVER",
+                     "exit_type": None, "node_id": self.node_id.hex(), "ip": self._node_ip(),
+                     "pid": os.getpid(), "exit_detail": None}]
+        if kind == "actors":
+            with self._lock:
+                actors = list(self._actors.values())
+            return [{"actor_id": a.actor_id.hex(), "class_name": a.info.class_name,
+                     "state": "DEAD" if a.dead else "ALIVE", "job_id": self.job_id.hex(),
+                     "name": a.info.name or "", "node_id": self.node_id.hex() if self.local_mode else None,
+                     "pid": os.getpid() if self.local_mode else None, "ray_namespace": a.info.namespace,
+                     "required_resources": dict(a.resources), "is_detached": a.detached,
+                     "death_cause": {"reason": a.death.cause.value} if a.death is not None else None,
+                     "num_restarts": 0} for a in actors]
+        raise NotImplementedError(f"the yuanrong backend records no {kind}")
+
     def _node_ip(self):
         if self.local_mode:
             return "127.0.0.1"

@@ -18,7 +18,12 @@ def timeline(filename=None):
                            "initialized first.")
     with translated:
         c = core()
-        records = c.state("tasks")
+        try:
+            records = c.state("tasks")
+        except NotImplementedError:
+            from ray_adapter import gaps
+
+            raise NotImplementedError(str(gaps.attribute_gap_error("ray", "timeline"))) from None
         ip_of = {n["node_id"]: n["address"] for n in c.nodes()}
     events = []
     for r in records:

@@ -19,9 +19,14 @@ DEFAULT_LIMIT = 100
 DEFAULT_RPC_TIMEOUT = 30
 
 
-def _records(kind):
+def _records(kind, symbol=None):
     with translated:
-        return core().state(kind)
+        try:
+            return core().state(kind)
+        except NotImplementedError:
+            # Provided on another backend; the matrix says why not on this one.
+            raise NotImplementedError(str(gaps.attribute_gap_error(
+                "ray.util.state", symbol or f"list_{kind}"))) from None
 
 
 def _node_record(n):
@@ -142,7 +147,11 @@ def get_worker(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  
 def get_task(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
     """The attempts of task ``id`` (hex, or an ObjectRef it returned) as a list of
     :class:`TaskState`, or None."""
-    task_id = id if isinstance(id, str) else id.task_id().hex()
+    if isinstance(id, str):
+        task_id = id
+    else:
+        task_id = id.task_id()
+        task_id = task_id if isinstance(task_id, str) else task_id.hex()
     found = _list("tasks", [("task_id", "=", task_id)], None, True)
     return found or None
 
@@ -152,7 +161,7 @@ def summarize_tasks(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_
     """``{"cluster": {"summary": {name: {"func_or_class_name", "type", "state_counts"}},
     "total_tasks", "total_actor_tasks", "total_actor_scheduled", "summary_by": "func_name"}}``."""
     summary, totals = {}, {"NORMAL_TASK": 0, "ACTOR_TASK": 0, "ACTOR_CREATION_TASK": 0}
-    for task in _records("tasks"):
+    for task in _records("tasks", "summarize_tasks"):
         key = task.get("name") or task.get("func_or_class_name")
         entry = summary.setdefault(key, {"func_or_class_name": key, "type": task["type"],
                                          "state_counts": {}})
