@@ -118,3 +118,25 @@ def test_bundles_and_affinities_reach_invoke_options(cluster):
     opts = recorder.options_of("instance")[-1]
     assert opts["custom_resources"] == {"GPU/A100/count": 1.0}  # the card model, as yr names it
     assert opts["resource_group_options"].kwargs["bundle_index"] == 0
+
+
+def test_worker_group_ranks_reach_their_bundles(cluster):
+    """The S2 worker group on a cluster: one instance per bundle, each with its own RANK."""
+    ray, recorder = cluster
+    s = strategies()
+    pg = ray.util.placement_group([{"CPU": 1, "GPU": 1}] * 4, strategy="PACK")
+    ray.get(pg.ready(), timeout=10)
+
+    @ray.remote(num_gpus=1)
+    class Worker:
+        def ping(self):
+            return "pong"
+
+    workers = [Worker.options(scheduling_strategy=s.PlacementGroupSchedulingStrategy(pg, rank),
+                              runtime_env={"env_vars": {"RANK": str(rank), "WORLD_SIZE": "4"}}).remote()
+               for rank in range(4)]
+    assert ray.get([w.ping.remote() for w in workers]) == ["pong"] * 4
+    created = recorder.options_of("instance")[-4:]
+    assert [o["env_vars"]["RANK"] for o in created] == ["0", "1", "2", "3"]
+    assert [o["resource_group_options"].kwargs["bundle_index"] for o in created] == [0, 1, 2, 3]
+    assert {o["custom_resources"]["GPU/.+/count"] for o in created} == {1.0}

@@ -89,6 +89,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
         self.options = options
         self.num_cpus = float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))
         self.custom_resources = dict(options.resources or {})
+        self.num_gpus = options.num_gpus  # local mode: declared GPUs are accounted (as Ray allows)
         self.runtime_env = dict(options.runtime_env or {})
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:

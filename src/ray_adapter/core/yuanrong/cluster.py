@@ -38,6 +38,8 @@ class ClusterMixin:
                  "object_store_memory": float(_machine_memory() * 3 // 7),
                  "node:127.0.0.1": 1.0, "node:__internal_head__": 1.0}
         total.update({k: float(v) for k, v in self.custom_resources.items()})
+        if getattr(self, "num_gpus", None):
+            total["GPU"] = float(self.num_gpus)
         return {"node_id": self.node_id.hex(), "alive": True, "address": "127.0.0.1",
                 "hostname": socket.gethostname(), "resources_total": total,
                 "resources_available": dict(total), "labels": {}}
