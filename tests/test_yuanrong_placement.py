@@ -140,3 +140,10 @@ def test_worker_group_ranks_reach_their_bundles(cluster):
     assert [o["env_vars"]["RANK"] for o in created] == ["0", "1", "2", "3"]
     assert [o["resource_group_options"].kwargs["bundle_index"] for o in created] == [0, 1, 2, 3]
     assert {o["custom_resources"]["GPU/.+/count"] for o in created} == {1.0}
+
+
+def test_bundle_label_selectors_are_refused_on_a_cluster(cluster):
+    ray, recorder = cluster
+    with pytest.raises(NotImplementedError, match="bundle_label_selector"):
+        ray.util.placement_group([{"CPU": 1}], bundle_label_selector=[{"zone": "a"}])
+    assert not [c for c in recorder.calls if c[0] == "create_resource_group"]

@@ -62,6 +62,11 @@ class ResourceGroupsMixin:
     def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None,
                                _creator_actor=None):
         self._check_started()
+        if label_selectors and any(label_selectors) and not self.local_mode:
+            raise NotImplementedError(
+                "bundle_label_selector cannot be honoured on a Yuanrong cluster: "
+                "yr.create_resource_group takes no label selectors (see the compat matrix entry "
+                "ray.util.placement_group.placement_group)")
         group_id = ids.random_id(ids.PLACEMENT_GROUP_ID_SIZE - ids.JOB_ID_SIZE) + self.job_id
         group = _Group(group_id, name or "", self.namespace, [dict(b) for b in bundles], strategy,
                        lifetime == "detached")
