@@ -83,6 +83,9 @@ def test_strategies_across_nodes(ray, cluster):
     spill = ray.util.placement_group([{"CPU": 1}] * 3, strategy="PACK")
     ray.get(spill.ready(), timeout=30)
     assert len(set(nodes_of(ray, spill).values())) == 2
+    # SPREAD and PACK that no node can hold (a 3-CPU bundle on 2-CPU nodes) stay pending too.
+    assert ray.util.placement_group([{"CPU": 3}], strategy="SPREAD").wait(0.2) is False
+    assert ray.util.placement_group([{"CPU": 3}], strategy="PACK").wait(0.2) is False
 
 
 def test_strict_spread_with_more_bundles_than_nodes_stays_pending(ray, monkeypatch):
