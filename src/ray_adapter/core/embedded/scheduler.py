@@ -92,6 +92,8 @@ class Scheduler:
     # -- feasibility -------------------------------------------------------------------------
     def feasible(self, units, placement=None):
         """Could the demand ever fit (some live node, its affinity node, or a bundle)?"""
+        if placement is None:  # the hot path: node totals only change when nodes do
+            return any(n.alive and n.resources.feasible(units) for n in list(self.nodes.values()))
         with self._lock:
             if placement is not None and placement.in_group:
                 group = self.groups.get(placement.group_id)
