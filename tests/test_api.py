@@ -342,8 +342,8 @@ def test_invalid_and_unsupported_options(ray):
         ray.remote(bogus=1)(type("C", (), {}))
     from ray_adapter.gaps import RayAdapterOptionError
 
-    with pytest.raises(RayAdapterOptionError, match="accelerator_type.*options.toml|accelerator_type") as info:
-        ray.remote(accelerator_type="A100")(f)
+    with pytest.raises(RayAdapterOptionError, match="fallback_strategy") as info:
+        ray.remote(fallback_strategy=[{"label_selector": {"zone": "a"}}])(f)
     assert "compat_matrix" in str(info.value)
     with pytest.raises(RayAdapterOptionError, match="working_dir"):
         ray.remote(runtime_env={"working_dir": "."})(f)

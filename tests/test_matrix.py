@@ -185,7 +185,15 @@ def test_partial_values_are_judged_by_the_matrix_data():
     with pytest.raises(gaps.RayAdapterOptionError, match="runtime_env\\['pip'\\]"):
         check("task", {"runtime_env": {"pip": ["x"]}}, backend="embedded")
     entry = matrix.options("task")["scheduling_strategy"]
-    assert entry.get("supported_values") == ("DEFAULT", "SPREAD") and entry.get("otherwise") == "gap"
+    assert entry.get("supported_values") == ("DEFAULT",) and entry.get("otherwise") == "warn"
+    # Partial on yuanrong: strategy objects are honoured, "SPREAD" is left to yr (one warning).
+    import warnings
+
+    options_module._warned.discard(("task", "scheduling_strategy", "yuanrong"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check("task", {"scheduling_strategy": "SPREAD"}, backend="yuanrong")
+    assert any("scheduling_strategy" in str(w.message) for w in caught)
 
 
 def test_options_are_checked_again_for_the_backend_ray_init_chose(monkeypatch):

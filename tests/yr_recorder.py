@@ -8,6 +8,7 @@ and is named so; the real SDK (local mode) is what the conformance suite runs ag
 """
 import concurrent.futures
 import itertools
+import threading
 
 
 class _Record:
@@ -32,6 +33,49 @@ class Config(_Record):
 
 class InvokeOptions(_Record):
     pass
+
+
+class ResourceGroupOptions(_Record):
+    pass
+
+
+class Affinity(_Record):
+    def __init__(self, affinity_kind, affinity_type, label_operators, affinity_scope=None):
+        super().__init__(affinity_kind=affinity_kind, affinity_type=affinity_type,
+                         label_operators=label_operators)
+
+
+class LabelOperator(_Record):
+    def __init__(self, operator_type, key, values=None):
+        super().__init__(operator_type=operator_type, key=key, values=list(values or []))
+
+
+class _Enum:
+    def __init__(self, *names):
+        for name in names:
+            setattr(self, name, name)
+
+
+class _AffinityModule:
+    AffinityKind = _Enum("RESOURCE", "INSTANCE")
+    AffinityType = _Enum("PREFERRED", "PREFERRED_ANTI", "REQUIRED", "REQUIRED_ANTI")
+    OperatorType = _Enum("LABEL_IN", "LABEL_NOT_IN", "LABEL_EXISTS", "LABEL_NOT_EXISTS")
+
+
+class ResourceGroup:
+    """A recorded resource group; ``wait`` returns once the test calls ``place`` (or at once
+    when the recorder places groups immediately)."""
+
+    def __init__(self, recorder, name, bundles, strategy):
+        self.recorder, self.name, self.bundles, self.strategy = recorder, name, bundles, strategy
+        self.placed = threading.Event()
+        self.removed = False
+
+    def wait(self, timeout_seconds=None):
+        self.recorder.calls.append(("wait_resource_group", self.name, timeout_seconds))
+        self.placed.wait()
+        if self.removed:
+            raise RuntimeError(f"resource group {self.name} was removed")
 
 
 class Ref:
@@ -100,9 +144,15 @@ class RecordingYr:
 
     Config = Config
     InvokeOptions = InvokeOptions
+    ResourceGroupOptions = ResourceGroupOptions
+    Affinity = Affinity
+    LabelOperator = LabelOperator
+    affinity = _AffinityModule
 
-    def __init__(self, resources=None, named=None, instances=None):
+    def __init__(self, resources=None, named=None, instances=None, place_groups=True):
         self.calls = []
+        self.groups = {}
+        self.place_groups = place_groups
         self._initialized = False
         self._resources = resources or []
         self._named = named or []
@@ -147,6 +197,31 @@ class RecordingYr:
         if (namespace, name) not in self._instances:
             raise RuntimeError(f"failed to get instance: {name}")
         return self._instances[(namespace, name)]
+
+    def create_resource_group(self, bundles, name=None, strategy="PACK"):
+        self.calls.append(("create_resource_group", bundles, name, strategy))
+        group = self.groups[name] = ResourceGroup(self, name, bundles, strategy)
+        if self.place_groups:
+            group.placed.set()
+        return group
+
+    def remove_resource_group(self, resource_group):
+        name = getattr(resource_group, "name", resource_group)
+        self.calls.append(("remove_resource_group", name))
+        group = self.groups.get(name)
+        if group is not None:
+            group.removed = True
+            group.placed.set()
+
+    def resource_group_table(self, resource_group_id):
+        """The shape the SDK declares (ResourceGroupUnit / RgInfo / BundleInfo): bundle i on
+        the i-th node of ``resources`` (round robin)."""
+        self.calls.append(("resource_group_table", resource_group_id))
+        group = self.groups[resource_group_id]
+        nodes = [r["id"] for r in self._resources] or ["node"]
+        return {"resourceGroups": {group.name: {"name": group.name, "bundles": [
+            {"bundleId": f"{group.name}_{i}", "functionProxyId": nodes[i % len(nodes)]}
+            for i in range(len(group.bundles))]}}}
 
     def options_of(self, kind):
         """InvokeOptions kwargs of every recorded call of ``kind`` ("task" or "instance")."""

@@ -83,6 +83,20 @@ class RayProxyFinder:
         alias_spec = module.__spec__
         if alias_spec is not None and alias_spec.loader_state is not None:
             module.__spec__ = alias_spec.loader_state
+            _alias_rebound_submodules(alias_spec.name, module)
+
+
+def _alias_rebound_submodules(alias, package):
+    """Register the already-imported submodules of a proxy package whose attribute the package
+    rebinds (``ray.util.placement_group`` is a module, but ``ray.util.placement_group`` the
+    attribute is the function) under their ``ray.*`` names, as they are in real Ray: a later
+    ``import ray.util.placement_group`` then finds the module in ``sys.modules`` and the import
+    system does not overwrite the function with the module."""
+    prefix = package.__name__ + "."
+    for name, value in list(vars(package).items()):
+        canonical = sys.modules.get(prefix + name)
+        if canonical is not None and value is not canonical:
+            sys.modules.setdefault(f"{alias}.{name}", canonical)
 
 
 class _GapLoader:

@@ -1,7 +1,8 @@
 """Weight broadcast from a trainer to rollout actors over ray.util.collective (gloo on CPU).
 
-The shape of an RL weight sync (scenario S10): the trainer updates its weights, broadcasts them
-to three rollout actors in a collective group, the rollouts generate with them and all four
+The shape of an RL weight sync (scenario S10): the trainer and three rollout actors, each pinned
+to its own bundle of one placement group; the trainer updates its weights, broadcasts them
+to the rollouts in a collective group, the rollouts generate with them and all four
 all-reduce their rewards (numpy arrays). A second group over the same actors is declared from
 the driver with create_collective_group and joined lazily on its first call. Values are small
 integers and halves, so every sum is exact and the output deterministic.
@@ -12,6 +13,8 @@ import torch
 import ray
 import ray.util.collective as collective
 from ray.util.collective.types import ReduceOp
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 SHAPES = {"bias": (4,), "embed": (8, 4), "proj": (4, 4)}
 WORLD = 4  # the trainer (rank 0) and three rollouts
@@ -103,9 +106,19 @@ class Rollout:
         return collective.is_group_initialized("weights")
 
 
-trainer = Trainer.remote()
-rollouts = [Rollout.remote(rank) for rank in range(1, WORLD)]
+# One bundle per member: the trainer in bundle 0, each rollout pinned to its own bundle.
+pg = placement_group([{"CPU": 0.5}] * WORLD, strategy="PACK")
+ray.get(pg.ready())
+
+
+def bundle(i):
+    return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=i)
+
+
+trainer = Trainer.options(scheduling_strategy=bundle(0)).remote()
+rollouts = [Rollout.options(scheduling_strategy=bundle(rank)).remote(rank) for rank in range(1, WORLD)]
 members = [trainer] + rollouts
+print("bundles:", sorted(placement_group_table(pg)["bundles_to_node_id"]))
 print("ranks:", ray.get([m.setup.remote() for m in members]))
 
 for step in (1, 2):
@@ -131,4 +144,5 @@ try:
     print("declaration kept")
 except ValueError:
     print("declaration removed")
+remove_placement_group(pg)
 ray.shutdown()

@@ -89,6 +89,9 @@ class ActorDeath(str, enum.Enum):
     SPAWN_FAILED = "spawn_failed"      # no worker process could be started for it
     UNKNOWN = "unknown"                # the runtime does not know the actor (shut down since)
     TERMINATED = "terminated"          # the backend reports it gone (yuanrong)
+    NODE_DIED = "node_died"            # its node was removed and no restart was left (node_id)
+    PLACEMENT_GROUP_REMOVED = "placement_group_removed"  # its group was removed (group_id)
+    UNSCHEDULABLE = "unschedulable"    # it can never be placed (reason: an Unschedulable reason)
 
 
 class ActorDied(CoreError):
@@ -97,7 +100,7 @@ class ActorDied(CoreError):
     crashed process; ``detail`` a short technical note."""
 
     def __init__(self, actor_id, cause, class_name=None, creation_error=None, pid=None,
-                 exit_code=None, detail=""):
+                 exit_code=None, detail="", node_id=None, group_id=None, started=True):
         super().__init__(actor_id, cause)
         self.actor_id = actor_id
         self.cause = ActorDeath(cause)
@@ -106,6 +109,9 @@ class ActorDied(CoreError):
         self.pid = pid
         self.exit_code = exit_code
         self.detail = detail
+        self.node_id = node_id      # NODE_DIED: the node (hex)
+        self.group_id = group_id    # PLACEMENT_GROUP_REMOVED: the group (bytes)
+        self.started = started      # PLACEMENT_GROUP_REMOVED: False if it was never placed
 
 
 class ActorUnavailable(CoreError):
@@ -119,6 +125,43 @@ class ActorUnavailable(CoreError):
         self.pid = pid
         self.exit_code = exit_code
         self.restarted_by_kill = restarted_by_kill
+
+
+class NodeDied(CoreError):
+    """The node running a task was removed (a node failure) and no retry was left."""
+
+    def __init__(self, task_name, node_id, ip):
+        super().__init__(task_name, node_id)
+        self.task_name, self.node_id, self.ip = task_name, node_id, ip
+
+
+class UnschedulableReason(str, enum.Enum):
+    NODE_AFFINITY = "node_affinity"  # hard node affinity to a node that is gone or can never fit
+
+
+class Unschedulable(CoreError):
+    """A task can never be scheduled (``reason`` an :class:`UnschedulableReason`)."""
+
+    def __init__(self, task_name, reason):
+        super().__init__(task_name, reason)
+        self.task_name = task_name
+        self.reason = UnschedulableReason(reason)
+
+
+class PlacementGroupRemoved(CoreError):
+    """The placement group a task waited for (or ``ready()`` waited on) was removed."""
+
+    def __init__(self, group_id):
+        super().__init__(group_id)
+        self.group_id = group_id
+
+
+class PlacementGroupNameTaken(CoreError):
+    """A live placement group already has that name in the namespace."""
+
+    def __init__(self, group_id, name):
+        super().__init__(group_id, name)
+        self.group_id, self.name = group_id, name
 
 
 class ActorNameTaken(CoreError):

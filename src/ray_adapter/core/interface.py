@@ -72,6 +72,26 @@ class InitOptions:
     runtime_env: Optional[dict] = None
     log_to_driver: bool = True
     address: Optional[str] = None
+    labels: Dict[str, str] = field(default_factory=dict)
+    #: Extra (virtual) nodes to start beside the head node (``ray.cluster_utils.Cluster``).
+    nodes: List["NodeSpec"] = field(default_factory=list)
+    #: The head node's id (hex), when the caller chose it (None: random).
+    node_id: Optional[str] = None
+
+
+@dataclass
+class NodeSpec:
+    """One node of the runtime (``add_node``): its resources (CPU/GPU counts, ``memory`` and
+    ``object_store_memory`` in bytes, custom resources) and labels. ``None``: the default."""
+
+    num_cpus: Optional[float] = None
+    num_gpus: Optional[float] = None
+    memory: Optional[int] = None
+    object_store_memory: Optional[int] = None
+    resources: Dict[str, float] = field(default_factory=dict)
+    labels: Dict[str, str] = field(default_factory=dict)
+    node_id: Optional[str] = None   # hex; None: random
+    ip: Optional[str] = None        # its IP label; None: the next free 127.0.0.x
 
 
 @dataclass
@@ -96,6 +116,14 @@ class CallContext:
     actor_handle_meta: Any = None
     runtime_env: Dict[str, Any] = field(default_factory=dict)
     node_ip_address: str = "127.0.0.1"
+    #: The placement group the call runs in (None: none), and whether the tasks it submits
+    #: are captured into that group (``placement_group_capture_child_tasks``).
+    placement_group_id: Optional[bytes] = None
+    capture_child_tasks: bool = False
+    #: Device ids assigned per accelerator kind (``{"GPU": [0], "NPU": [1]}``).
+    accelerator_ids: Dict[str, List[int]] = field(default_factory=dict)
+    #: The runtime's address (what ``ray.init`` returned as ``gcs_address``).
+    gcs_address: str = ""
 
     @property
     def worker_mode(self):
@@ -234,17 +262,64 @@ class RuntimeCore(abc.ABC):
         this thread or coroutine)."""
 
     # -- placement groups (resource groups) --------------------------------------------------
-    # Part of the contract from the start so backends are shaped for them; a backend that does
-    # not provide them yet raises NotImplementedError and the compat matrix marks them ``gap``.
+    # A backend that does not provide them raises NotImplementedError and the compat matrix
+    # marks them ``gap``.
     def create_placement_group(self, bundles: List[Dict[str, float]], strategy: str,
-                               name: str, lifetime: Optional[str]) -> bytes:
-        """Reserve ``bundles`` with ``strategy`` (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)."""
+                               name: str, lifetime: Optional[str],
+                               label_selectors: Optional[List[tuple]] = None) -> bytes:
+        """Reserve ``bundles`` (``{resource: amount}`` each) with ``strategy`` (PACK, SPREAD,
+        STRICT_PACK, STRICT_SPREAD); returns the group id at once (placement is asynchronous:
+        an infeasible group stays pending). ``label_selectors``: per bundle, a tuple of
+        :class:`~ray_adapter.core.scheduling.LabelMatch` its node must satisfy. Raises
+        PlacementGroupNameTaken."""
         raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
 
     def remove_placement_group(self, placement_group_id: bytes) -> None:
-        """Release the group's bundles; actors and tasks placed in it are killed."""
+        """Release the group's bundles; actors and tasks placed in it are killed, queued ones fail."""
         raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
 
-    def placement_group_table(self, placement_group_id: Optional[bytes]) -> Dict[str, Any]:
-        """State of one group (or all groups when ``placement_group_id`` is None)."""
+    def placement_group_table(self, placement_group_id: Optional[bytes]) -> List[Dict[str, Any]]:
+        """Records of one group (a one-item list; empty if unknown) or of every group when
+        ``placement_group_id`` is None: ``placement_group_id`` (bytes), ``name``, ``namespace``,
+        ``bundles`` (list of dicts), ``bundle_nodes`` (node id hex or None per bundle),
+        ``strategy``, ``state`` (PENDING, CREATED, REMOVED, RESCHEDULING), ``detached``,
+        ``creator_job_id`` (bytes), ``stats`` (dict)."""
         raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
+
+    def wait_placement_group(self, placement_group_id: bytes, timeout: Optional[float]) -> bool:
+        """Block until the group is placed (True) or ``timeout`` seconds passed (False).
+        Raises PlacementGroupRemoved if it was removed."""
+        raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
+
+    def placement_group_ready(self, placement_group_id: bytes, value) -> bytes:
+        """An object id (owned by the caller, as ``put``) that becomes ``value`` once the group
+        is placed, or fails with PlacementGroupRemoved when it is removed first."""
+        raise NotImplementedError(f"placement groups are not provided by the {self.backend_name} backend")
+
+    def captured_placement_group(self):
+        """``(group_id, bundle_index)`` the caller's new tasks are captured into (a task or
+        actor placed with ``capture``), else None. Cheap: called on every submission."""
+        return None
+
+    def resources_per_node(self, which: str) -> Dict[str, Dict[str, float]]:
+        """``{node id hex: {resource: amount}}`` of live nodes; ``which``: "total" or
+        "available" (a resource with nothing free is omitted). Placement-group bundles appear
+        under Ray's names (``CPU_group_<index>_<group id hex>``...)."""
+        raise NotImplementedError(f"per-node resources are not provided by the {self.backend_name} backend")
+
+    # -- nodes -------------------------------------------------------------------------------
+    def add_node(self, spec: "NodeSpec") -> Dict[str, Any]:
+        """Add a (virtual) node; returns its record as :meth:`nodes` gives it."""
+        raise NotImplementedError(f"adding nodes is not provided by the {self.backend_name} backend")
+
+    def remove_node(self, node_id: str) -> None:
+        """Remove node ``node_id`` (hex) as a node failure would: what runs there dies (actors
+        restart elsewhere if they can, tasks are retried), its resources leave the cluster."""
+        raise NotImplementedError(f"removing nodes is not provided by the {self.backend_name} backend")
+
+    # -- state (the State API, timeline) -----------------------------------------------------
+    def state(self, kind: str) -> List[Dict[str, Any]]:
+        """Snapshot records of ``kind``: "actors", "tasks", "workers", "nodes" or
+        "placement_groups" (field names as Ray's State API; ids are hex). Tasks include
+        finished ones (a bounded history) with ``start_time_ms`` / ``end_time_ms``."""
+        raise NotImplementedError(f"the state API is not provided by the {self.backend_name} backend")

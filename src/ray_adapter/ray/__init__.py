@@ -12,7 +12,8 @@ from ray_adapter.ray import actor, exceptions, remote_function, runtime_context,
 from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
                                              get_actor, get_gpu_ids, init, is_initialized, kill,
                                              nodes, put, shutdown, wait)
-from ray_adapter.ray._raylet import ActorID, JobID, NodeID, ObjectRef, TaskID, WorkerID
+from ray_adapter.ray._private.profiling import timeline
+from ray_adapter.ray._raylet import ActorID, JobID, NodeID, ObjectRef, PlacementGroupID, TaskID, WorkerID
 from ray_adapter.ray.actor import method
 from ray_adapter.ray.remote_function import RemoteFunction
 from ray_adapter.ray.runtime_context import get_runtime_context

@@ -10,9 +10,34 @@ from ray_adapter.core import contained
 
 class _BaseID:
     __slots__ = ("_id",)
+    SIZE = 0  # bytes of the id (0: any)
 
     def __init__(self, binary):
         self._id = binary
+
+    @classmethod
+    def from_binary(cls, binary):
+        return cls(binary)
+
+    @classmethod
+    def from_hex(cls, hex_id):
+        """The id of ``hex_id``; raises ValueError for a string that is not hex (or of the
+        wrong length for this id type)."""
+        binary = bytes.fromhex(hex_id)
+        if cls.SIZE and len(binary) != cls.SIZE:
+            raise ValueError(f"{cls.__name__} must be {cls.SIZE} bytes, got {len(binary)}")
+        return cls(binary)
+
+    @classmethod
+    def nil(cls):
+        return cls(b"\xff" * (cls.SIZE or 28))
+
+    @classmethod
+    def size(cls):
+        return cls.SIZE
+
+    def __reduce__(self):
+        return type(self), (self._id,)
 
     def binary(self):
         return self._id
@@ -21,7 +46,7 @@ class _BaseID:
         return self._id.hex()
 
     def is_nil(self):
-        return not any(self._id)
+        return not any(self._id) or self._id == b"\xff" * len(self._id)
 
     def __eq__(self, other):
         return type(other) is type(self) and other._id == self._id
@@ -40,6 +65,8 @@ class JobID(_BaseID):
 class NodeID(_BaseID):
     """A node id; ``hex()`` is 56 hex digits."""
 
+    SIZE = 28
+
 
 class TaskID(_BaseID):
     """A task id; ``hex()`` is 48 hex digits."""
@@ -51,6 +78,12 @@ class WorkerID(_BaseID):
 
 class ActorID(_BaseID):
     """An actor id (``handle._actor_id``); ``hex()`` is 32 hex digits."""
+
+
+class PlacementGroupID(_BaseID):
+    """A placement group id (``pg.id``); ``hex()`` is 36 hex digits, the last 8 the job id."""
+
+    SIZE = 18
 
 
 class ObjectRef:

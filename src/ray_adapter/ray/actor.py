@@ -7,6 +7,7 @@ from ray_adapter import gaps
 from ray_adapter.core import TaskOptions, contained
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import context_if_started, core as _ensure_core, translated
 from ray_adapter.ray._raylet import ActorID
 from ray_adapter.ray._private.signatures import checker_for
@@ -115,6 +116,9 @@ class ActorClass:
         meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods,
                 "class_key": self._key}
         opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
+        if opts.scheduling is None or (opts.scheduling.in_group and opts.scheduling.capture is None):
+            opts = _placement.with_capture(core, opts, opts.resources, cls.__name__,
+                                           _options.is_default_actor(self._default_options))
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
         with translated:
             try:

@@ -314,9 +314,15 @@ class RuntimeEnvSetupError(RayError):
 class TaskPlacementGroupRemoved(RayError):
     """The task's placement group was removed."""
 
+    def __str__(self):
+        return "The placement group corresponding to this task has been removed."
+
 
 class ActorPlacementGroupRemoved(RayError):
     """The actor's placement group was removed."""
+
+    def __str__(self):
+        return "The placement group corresponding to this Actor has been removed."
 
 
 class PendingCallsLimitExceeded(RayError):

@@ -5,6 +5,7 @@ import os
 from ray_adapter import gaps
 from ray_adapter.core import ArgRef
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import core as _ensure_core, translated
 from ray_adapter.ray._private.signatures import checker_for
 from ray_adapter.ray._raylet import ObjectRef
@@ -82,6 +83,11 @@ class RemoteFunction:
         if opts is None:
             opts = self._core_options = _options.task_options(
                 self._default_options, getattr(self._function, "__name__", "task"))
+        placement = opts.scheduling
+        if placement is None or (placement.in_group and placement.capture is None):
+            # The caller's captured placement group, if it has one (Ray's capture_child_tasks).
+            opts = _placement.with_capture(core, opts, opts.resources,
+                                           getattr(self._function, "__name__", "task"))
         # Keep ``args`` bound: it holds the caller's ObjectRefs alive until the core counts them.
         core_args, core_kwargs = _to_core_args(args, kwargs)
         with translated:

@@ -1,7 +1,10 @@
 """``ray.runtime_context``: :class:`RuntimeContext` and :func:`get_runtime_context`."""
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import context as _context
-from ray_adapter.ray._raylet import ActorID, JobID, NodeID, TaskID
+from ray_adapter.ray._raylet import ActorID, JobID, NodeID, PlacementGroupID, TaskID
+
+#: The accelerator resources Ray 2.60 reports in ``get_accelerator_ids()`` (all keys, always).
+ACCELERATOR_KINDS = ("GPU", "neuron_cores", "NPU", "MBLT", "RBLN", "TPU", "HPU", "FURIOSA", "TTNPU")
 
 
 class RuntimeContext:
@@ -96,28 +99,45 @@ class RuntimeContext:
         return dict(self._ctx().assigned_resources)
 
     def get_accelerator_ids(self):
-        """``{"GPU": [ids as str], "NPU": [...]}`` assigned to the current task or actor."""
+        """``{kind: [device ids as str]}`` assigned to the current task or actor, for every
+        accelerator kind Ray knows (``GPU``, ``NPU``, ``TPU``, ...; ``[]`` when none)."""
         ctx = self._ctx()
-        return {"GPU": [str(i) for i in ctx.gpu_ids], "NPU": []}
+        assigned = dict(ctx.accelerator_ids or {})
+        if "GPU" not in assigned and ctx.gpu_ids:
+            assigned["GPU"] = list(ctx.gpu_ids)
+        return {kind: [str(i) for i in assigned.get(kind, ())] for kind in ACCELERATOR_KINDS}
 
     def get_resource_ids(self):
         return self.get_accelerator_ids()
 
+    @property
     def was_current_actor_reconstructed(self):
+        """True in an actor that was restarted (a property, as in Ray)."""
         return bool(self._ctx().was_restarted)
 
     def get_placement_group_id(self):
-        return None
+        """The hex id (36 digits) of the placement group the caller runs in, or None."""
+        group = self._ctx().placement_group_id
+        return group.hex() if group else None
 
     @property
     def current_placement_group_id(self):
-        return None
+        group = self._ctx().placement_group_id
+        return PlacementGroupID(group) if group else PlacementGroupID.nil()
 
     def should_capture_child_tasks_in_placement_group(self):
-        return False
+        return bool(self._ctx().capture_child_tasks)
 
     def get_node_labels(self):
-        return {"ray.io/node-id": self.get_node_id()}
+        """The labels of the caller's node (``ray.io/node-id`` and the node's own)."""
+        from ray_adapter.ray._private.core_access import core, translated
+
+        node_id = self.get_node_id()
+        with translated:
+            for node in core().nodes():
+                if node["node_id"] == node_id:
+                    return {"ray.io/node-id": node_id, **dict(node.get("labels") or {})}
+        return {"ray.io/node-id": node_id}
 
     def get_runtime_env_string(self):
         import json
@@ -130,7 +150,7 @@ class RuntimeContext:
 
     @property
     def gcs_address(self):
-        return ""
+        return self._ctx().gcs_address
 
     def get_session_name(self):
         return "ray-adapter-embedded"

@@ -23,6 +23,7 @@ class ActorCallsMixin:
         if deps:
             rt.objects.hold(deps)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
+        rt.events.submitted(task_id, name, "ACTOR_TASK", actor_id, func_name=method)
         with self._lock:
             actor = self._actors.get(actor_id)
             call = CallRecord(task_id, actor, method, args, deps, carried, num_returns, name, return_ids)
@@ -68,6 +69,7 @@ class ActorCallsMixin:
                 actor.inflight[call.task_id] = call
                 worker.enqueue(protocol.CallActor(call.task_id, call.method, args, deps,
                                                   call.num_returns or 1, call.name), buffers)
+                rt.events.running(call.task_id, worker)
         worker.flush()
         for call, failed in failed_calls:
             self._finish_call(call, [failed], True)
@@ -88,6 +90,7 @@ class ActorCallsMixin:
     def _finish_call(self, call, datas, is_error):
         rt = self.rt
         call.args = None  # its arguments (shared buffers among them) are not needed any more
+        rt.events.finished(call.task_id, not is_error)
         if call.deps:
             rt.objects.release(call.deps)
         self.scope.uncarry(call.carried)

@@ -29,7 +29,12 @@ from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.scheduler import Demand
-from ray_adapter.core.embedded.tasks import device_env
+from ray_adapter.core.embedded.tasks import assignment, device_env
+
+
+def creation_task_id(actor_id):
+    """The id of an actor's creation task, laid out as Ray's (``ffffffffffffffff`` + actor id)."""
+    return b"\xff" * 8 + actor_id
 
 
 class ActorManager(ActorCallsMixin):
@@ -73,6 +78,9 @@ class ActorManager(ActorCallsMixin):
                         del self._names[name_key]
                 raise
         self.scope.carry(carried)  # until its constructor ran (then the actor borrows them)
+        rt.events.submitted(creation_task_id(actor.actor_id), f"{options.class_name}.__init__",
+                            "ACTOR_CREATION_TASK", actor.actor_id, options.resources,
+                            getattr(options.scheduling, "group_id", None), "__init__")
         if deps:
             rt.objects.when_ready(deps, lambda ok, a=actor: self._deps_ready(a, ok))
         else:
@@ -97,11 +105,33 @@ class ActorManager(ActorCallsMixin):
 
     def _place(self, actor):
         rt = self.rt
-        if actor.units and not rt.scheduler.feasible(actor.units):
+        placement = actor.options.scheduling
+        if actor.units and not rt.scheduler.feasible(actor.units, placement):
             rt.warn_infeasible(actor.options.class_name, actor.options.resources)
-        grant = rt.scheduler.submit(Demand(lambda g, a=actor: self._start(a, g), actor.units))
+        demand = Demand(lambda g, a=actor: self._start(a, g), actor.units, placement,
+                        lambda reason, a=actor: self._unschedulable(a, reason),
+                        lambda reason, a=actor: self._evict(a))
+        grant = rt.scheduler.submit(demand)
         if grant is not None:
             self._start(actor, grant)
+        elif demand.failure is not None:
+            self._unschedulable(actor, demand.failure)
+
+    def _unschedulable(self, actor, reason):
+        """It can never be placed: hard affinity to a gone node, or its group was removed."""
+        o = actor.options
+        if reason == "group_removed":
+            death = errors.ActorDied(actor.actor_id, errors.ActorDeath.PLACEMENT_GROUP_REMOVED,
+                                     o.class_name, group_id=o.scheduling.group_id, started=False)
+        else:
+            death = errors.ActorDied(actor.actor_id, errors.ActorDeath.UNSCHEDULABLE, o.class_name)
+        self.die(actor, death)
+
+    def _evict(self, actor):
+        """Its placement group was removed: the actor dies now (no restart, as in Ray)."""
+        self.kill(actor.actor_id, True, errors.ActorDied(
+            actor.actor_id, errors.ActorDeath.PLACEMENT_GROUP_REMOVED, actor.options.class_name,
+            group_id=actor.options.scheduling.group_id))
 
     def _start(self, actor, grant):
         rt = self.rt
@@ -125,7 +155,8 @@ class ActorManager(ActorCallsMixin):
         message = protocol.CreateActor(
             actor.actor_id, actor.key, args, deps, o.name, o.class_name, o.is_async,
             o.max_concurrency, actor.num_restarts, env, grant.amounts(),
-            list(grant.devices.get("GPU", ())), actor.meta_blob, actor.env_blob)
+            list(grant.devices.get("GPU", ())), actor.meta_blob, actor.env_blob,
+            assignment(grant, o.scheduling))
         with self._lock:
             dead = actor.state is ActorState.DEAD
             if not dead:
@@ -138,6 +169,7 @@ class ActorManager(ActorCallsMixin):
             rt.pool.put_back(worker)
             rt.scheduler.run(rt.scheduler.release(grant))
             return
+        rt.events.running(creation_task_id(actor.actor_id), worker)
         self._flush(actor)  # calls are pipelined behind the constructor
 
     def on_ready(self, worker, message):
@@ -148,6 +180,7 @@ class ActorManager(ActorCallsMixin):
             if actor.state is not ActorState.DEAD:
                 actor.state = ActorState.ALIVE
             carried, actor.carried = actor.carried, ()
+        self.rt.events.finished(creation_task_id(actor.actor_id), True)
         self.scope.uncarry(carried)
 
     def on_failed(self, worker, message, buffers):
@@ -192,6 +225,10 @@ class ActorManager(ActorCallsMixin):
                         else:
                             self._calls.pop(call.task_id, None)
                             fail.append((call, unavailable))
+                elif not worker.node.alive:
+                    death = errors.ActorDied(actor.actor_id, errors.ActorDeath.NODE_DIED,
+                                             actor.options.class_name, pid=worker.pid,
+                                             node_id=worker.node.hex)
                 else:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.CRASHED,
                                              actor.options.class_name, pid=worker.pid, exit_code=code)
@@ -228,6 +265,8 @@ class ActorManager(ActorCallsMixin):
                 worker.actor = None
             carried, actor.carried = actor.carried, ()
         self.scope.uncarry(carried)
+        rt.events.finished(creation_task_id(actor.actor_id), False)
+        rt.groups.on_actor_dead(actor.actor_id)
         if actor.deps:
             rt.objects.release(actor.deps)  # held for restarts until now
         data = rt.error_data(death)
@@ -239,9 +278,10 @@ class ActorManager(ActorCallsMixin):
             rt.pool.retire(worker)
         return worker
 
-    def kill(self, actor_id, no_restart):
+    def kill(self, actor_id, no_restart, death=None):
         """``ray.kill``: the actor's process is killed now; with ``no_restart`` the actor is
-        dead at once (pending calls fail), else it restarts if it has restarts left."""
+        dead at once (pending calls fail with ``death``, default KILLED), else it restarts if
+        it has restarts left."""
         with self._lock:
             actor = self._actors.get(actor_id)
             if actor is None or actor.state is ActorState.DEAD:
@@ -250,7 +290,8 @@ class ActorManager(ActorCallsMixin):
             if not no_restart:
                 actor.kill_restart = True
         if no_restart:
-            self.die(actor, errors.ActorDied(actor_id, errors.ActorDeath.KILLED, actor.options.class_name))
+            self.die(actor, death or errors.ActorDied(actor_id, errors.ActorDeath.KILLED,
+                                                      actor.options.class_name))
         if worker is not None:
             try:
                 os.kill(worker.pid, signal.SIGKILL)
@@ -264,6 +305,11 @@ class ActorManager(ActorCallsMixin):
     # -- lookups -----------------------------------------------------------------------------
     def get(self, actor_id):
         return self._actors.get(actor_id)
+
+    def records(self):
+        """``[(record, worker, grant)]`` of every actor, for the State API (a snapshot)."""
+        with self._lock:
+            return [(a, a.worker, a.grant) for a in self._actors.values()]
 
     def named(self, name, namespace):
         with self._lock:

@@ -14,7 +14,6 @@ the same socket and are sealed into the object table, waking whoever waits.
 """
 import atexit
 import os
-import socket
 import sys
 import time
 import uuid
@@ -23,21 +22,24 @@ from ray_adapter.core import errors, ids, serialization, shm
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
+from ray_adapter.core.embedded.cluster_state import ClusterStateMixin
+from ray_adapter.core.embedded.nodes import Nodes
 from ray_adapter.core.embedded.objects import ObjectTable
+from ray_adapter.core.embedded.placement import PlacementGroups
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
-from ray_adapter.core.embedded.resources import detect_accelerators
-from ray_adapter.core.embedded.scheduler import Node, Scheduler
+from ray_adapter.core.embedded.scheduler import Scheduler
 from ray_adapter.core.embedded.service import DriverService
+from ray_adapter.core.embedded.task_events import TaskEvents
 from ray_adapter.core.embedded.tasks import TaskManager, notice
 from ray_adapter.core.embedded.timers import Timers
-from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
+from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 
-NODE_IP = "127.0.0.1"
 
-
-class EmbeddedBackend(RuntimeCore):
-    """The single-machine runtime ``ray.init()`` starts by default."""
+class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
+    """The single-machine runtime ``ray.init()`` starts by default: a head node, plus the
+    virtual nodes of ``InitOptions.nodes`` / :meth:`add_node`; cluster state and placement
+    groups are in :class:`ClusterStateMixin`."""
 
     backend_name = "embedded"
 
@@ -47,30 +49,22 @@ class EmbeddedBackend(RuntimeCore):
 
     # ================================================================== lifecycle
     def start(self, options):
-        total = {"CPU": float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))}
-        accel = detect_accelerators()
-        if options.num_gpus is not None:
-            accel["GPU"] = options.num_gpus
-        total.update({k: float(v) for k, v in accel.items()})
-        total["memory"] = float(options.memory if options.memory is not None else _default_memory())
-        total["object_store_memory"] = float(
-            options.object_store_memory if options.object_store_memory is not None else _default_memory() * 3 // 7)
-        for k, v in (options.resources or {}).items():
-            total[k] = float(v)
-        total[f"node:{NODE_IP}"] = 1.0
-        total["node:__internal_head__"] = 1.0
         self.job_id = ids.job_id(1)
         self.ids = ids.IdFactory(self.job_id)
-        self.node_id = ids.random_id(ids.NODE_ID_SIZE)
+        self.node_manager = Nodes(self)
+        node = self.node_manager.make_head(options)
+        self.node_id, self.head_ip, self._pid = node.node_id, node.ip, os.getpid()
+        self.address = f"embedded://{self.head_ip}:{self._pid}"
         self.driver_task_id = self.ids.task()
         self.driver_worker_id = ids.random_id(ids.WORKER_ID_SIZE)
         self.namespace = options.namespace or str(uuid.uuid4())
         self.job_runtime_env = dict(options.runtime_env or {})
         self.start_time = time.time()
         shm.raise_fd_limit()
-        node = Node(self.node_id, NODE_IP, total, hostname=socket.gethostname())
         self.scheduler = Scheduler([node])
         self.objects = ObjectTable()
+        self.events = TaskEvents(self.job_id)
+        self.groups = PlacementGroups(self)
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
         self.tasks = TaskManager(self)
@@ -84,7 +78,7 @@ class EmbeddedBackend(RuntimeCore):
                                  self.namespace, log_to_driver, node.ip)
 
         env = worker_environment(dict(self.job_runtime_env.get("env_vars") or {}))
-        self.arena = Arena(total["object_store_memory"]) if shm.AVAILABLE else None
+        self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:
             serialization.set_allocator(self.arena.copy_of)
         self.pool = WorkerPool(init_message, env, log_to_driver, self._dispatch, self._on_worker_exit,
@@ -93,9 +87,12 @@ class EmbeddedBackend(RuntimeCore):
         self._started = True
         atexit.register(self.shutdown)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
-        self.pool.prestart(node, max(2, min(int(total["CPU"]), 8)))
-        return {"address": f"embedded://{NODE_IP}:{os.getpid()}", "node_id": self.node_id.hex(),
-                "node_ip_address": NODE_IP}
+        cpus = node.resources.total_dict().get("CPU", 1)
+        self.pool.prestart(node, max(2, min(int(cpus), 8)))
+        for spec in options.nodes or ():
+            self.node_manager.add(spec)
+        return {"address": self.address, "node_id": self.node_id.hex(),
+                "node_ip_address": self.head_ip}
 
     def shutdown(self):
         if not self._started:
@@ -104,6 +101,7 @@ class EmbeddedBackend(RuntimeCore):
         atexit.unregister(self.shutdown)
         self._releases.close()
         self.timers.close()
+        self.groups.close()
         self.pool.shutdown()
         self.objects.close()  # every get/wait still blocked raises NotInitialized
         if self.arena is not None:
@@ -349,30 +347,3 @@ class EmbeddedBackend(RuntimeCore):
 
     def exit_current_actor(self):
         raise RuntimeError("exit_actor() can only be called inside an actor")
-
-    # ================================================================== cluster state
-    def nodes(self):
-        return [{"node_id": n.node_id.hex(), "alive": n.alive, "address": n.ip,
-                 "hostname": n.hostname, "resources_total": n.resources.total_dict(),
-                 "labels": dict(n.labels), "start_time": self.start_time}
-                for n in self.scheduler.nodes.values()]
-
-    def cluster_resources(self):
-        return self.scheduler.total()
-
-    def available_resources(self):
-        return self.scheduler.available()
-
-    def context(self):
-        return CallContext(job_id=self.job_id, node_id=self.node_id, worker_id=self.driver_worker_id,
-                           namespace=self.namespace, is_driver=True, task_id=self.driver_task_id,
-                           runtime_env=self.job_runtime_env, node_ip_address=NODE_IP)
-
-
-def _default_memory():
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available * 0.7)
-    except Exception:  # psutil missing or unreadable /proc
-        return 8 * 1024 ** 3

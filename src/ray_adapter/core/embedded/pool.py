@@ -225,6 +225,16 @@ class WorkerPool:
         worker.state = WorkerState.RETIRED
         worker.send(protocol.Exit())
 
+    def workers_of(self, node_id):
+        """The live worker processes of node ``node_id`` (a removed node's are killed)."""
+        with self._lock:
+            return [w for w in self._live if w.node.node_id == node_id]
+
+    def live_workers(self):
+        """A snapshot of every live worker handle (for the State API)."""
+        with self._lock:
+            return list(self._live)
+
     # -- reading -----------------------------------------------------------------------------
     def _reader(self, worker):
         flushes_before_blocking()

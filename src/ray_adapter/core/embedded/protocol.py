@@ -52,6 +52,16 @@ class _Msg(msgspec.Struct, array_like=True, tag=True):
     pass
 
 
+class Assignment(msgspec.Struct, array_like=True):
+    """Where a task or actor was placed: the device ids it holds per kind, and the placement
+    group bundle it runs in (``group_id`` empty: none; ``capture``: its child tasks join it)."""
+
+    accelerators: Dict[str, List[int]] = {}
+    group_id: bytes = b""
+    bundle_index: int = -1
+    capture: bool = False
+
+
 # ==================================================================== driver -> worker
 class Init(_Msg):
     version: int
@@ -81,6 +91,7 @@ class RunTask(_Msg):
     resources: Dict[str, float]
     gpu_ids: List[int]
     retry_exceptions: bytes = b""  # pickled False / True / tuple of classes; b"": none
+    assignment: Optional[Assignment] = None
 
 
 class CreateActor(_Msg):
@@ -98,6 +109,7 @@ class CreateActor(_Msg):
     gpu_ids: List[int]
     handle_meta: bytes     # pickled, opaque to the core
     runtime_env: bytes     # pickled dict
+    assignment: Optional[Assignment] = None
 
 
 class CallActor(_Msg):
@@ -197,6 +209,7 @@ class TaskOptionsWire(msgspec.Struct, array_like=True):
     max_calls: int
     retry_exceptions: bytes  # pickled False / True / tuple of classes
     runtime_env: bytes       # pickled dict or b""
+    scheduling: bytes = b""  # pickled core.scheduling.Placement or b"" (default)
 
 
 class SubmitTaskReq(_Msg):

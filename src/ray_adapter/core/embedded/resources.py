@@ -31,6 +31,20 @@ def detect_accelerators():
     return found
 
 
+def visible_device_ids():
+    """``{"GPU": [ids]}`` named by ``CUDA_VISIBLE_DEVICES`` in this process (the ids Ray hands
+    out on this machine), or ``{}`` when it is not set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return {}
+    ids = []
+    for d in visible.split(","):
+        d = d.strip()
+        if d.isdigit():
+            ids.append(int(d))
+    return {"GPU": ids}
+
+
 def to_units(amount):
     return int(round(float(amount) * UNIT))
 
@@ -41,22 +55,47 @@ def from_units(units):
 
 
 class NodeResources:
-    """Total and available amounts of one node, plus per-device GPU/NPU slots."""
+    """Total and available amounts of one node (or of one placement-group bundle), plus
+    per-device GPU/NPU slots so tasks get concrete device ids.
+
+    ``devices`` (optional) gives each kind's slots as ``[(device_id, capacity_units)]``: a
+    bundle's slots are the node devices it reserved, possibly a fraction of one. By default a
+    node has devices ``0..n-1`` (or ``device_ids`` of a kind), each of capacity one unit."""
 
     DEVICE_KINDS = ("GPU", "NPU")
 
-    def __init__(self, total):
+    def __init__(self, total, devices=None, device_ids=None):
         self.total = {k: to_units(v) for k, v in total.items() if v}
         self.available = dict(self.total)
-        # Per-device free fraction (in units) so tasks get concrete device ids.
-        self.devices = {k: [UNIT] * int(total.get(k, 0)) for k in self.DEVICE_KINDS}
+        if devices is None:
+            devices = {}
+            for kind in self.DEVICE_KINDS:
+                count = int(total.get(kind, 0))
+                ids = list((device_ids or {}).get(kind) or ())
+                if len(ids) < count:  # declared beyond what is visible: Ray numbers them 0..n-1
+                    ids = list(range(count))
+                devices[kind] = [(i, UNIT) for i in ids[:count]]
+        self.device_ids = {k: [i for i, _ in devices.get(k, ())] for k in self.DEVICE_KINDS}
+        self._capacity = {k: [c for _, c in devices.get(k, ())] for k in self.DEVICE_KINDS}
+        # Free units per slot; slot i holds device ``device_ids[kind][i]``.
+        self.devices = {k: list(self._capacity[k]) for k in self.DEVICE_KINDS}
 
     def request_units(self, request):
         return {k: to_units(v) for k, v in request.items() if v}
 
     def feasible(self, units):
-        """Could the request ever fit on this node?"""
-        return all(self.total.get(k, 0) >= v for k, v in units.items())
+        """Could the request ever fit here (when nothing else holds anything)?"""
+        if not all(self.total.get(k, 0) >= v for k, v in units.items()):
+            return False
+        for kind in self.DEVICE_KINDS:
+            need = units.get(kind, 0)
+            if need:
+                caps = self._capacity[kind]
+                if need >= UNIT and sum(1 for c in caps if c == UNIT) < need // UNIT:
+                    return False
+                if need < UNIT and not any(c >= need for c in caps):
+                    return False
+        return True
 
     def fits(self, units):
         available = self.available
@@ -81,7 +120,7 @@ class NodeResources:
         return None
 
     def acquire(self, units):
-        """Take ``units``; returns ``{"GPU": [ids], "NPU": [ids]}`` for the grant."""
+        """Take ``units``; returns ``{"GPU": [device ids], "NPU": [...]}`` for the grant."""
         grant = _NO_DEVICES
         available = self.available
         for k, v in units.items():
@@ -94,7 +133,7 @@ class NodeResources:
                 if ids:
                     if grant is _NO_DEVICES:
                         grant = {}
-                    grant[k] = ids
+                    grant[k] = [self.device_ids[k][i] for i in ids]
         return grant
 
     def acquire_amounts(self, units):
@@ -106,10 +145,22 @@ class NodeResources:
         for kind, ids in (grant.items() if grant else ()):
             need = units.get(kind, 0)
             per = UNIT if need >= UNIT else need
-            for i in ids:
-                self.devices[kind][i] += per
+            index = self.device_ids[kind]
+            for device in ids:
+                if device in index:
+                    self.devices[kind][index.index(device)] += per
         for k, v in units.items():
             self.available[k] = self.available.get(k, 0) + v
+
+    def reserved_devices(self, units, grant):
+        """The ``devices`` argument for a bundle made of ``units`` granted with ``grant``."""
+        out = {}
+        for kind in self.DEVICE_KINDS:
+            need = units.get(kind, 0)
+            ids = (grant or {}).get(kind) or []
+            per = UNIT if need >= UNIT else need
+            out[kind] = [(i, per) for i in ids]
+        return out
 
     def amounts(self, units):
         """``{resource: amount}`` for a request or grant held in units."""
@@ -121,3 +172,22 @@ class NodeResources:
     def available_dict(self):
         """Free amounts; resources with nothing free are omitted, as in Ray."""
         return {k: from_units(v) for k, v in self.available.items() if v > 0}
+
+
+class Node:
+    """One (real or virtual) node: ``node_id`` (bytes), ``ip``, ``labels``, its resources."""
+
+    __slots__ = ("node_id", "hex", "ip", "labels", "resources", "alive", "hostname", "is_head",
+                 "start_time", "end_time", "idle_limit")
+
+    def __init__(self, node_id, ip, total, labels=None, hostname="", device_ids=None, is_head=False):
+        self.node_id = node_id
+        self.hex = node_id.hex()
+        self.ip = ip
+        self.labels = {"ray.io/node-id": self.hex, **dict(labels or {})}
+        self.resources = NodeResources(total, device_ids=device_ids)
+        self.alive = True
+        self.hostname = hostname
+        self.is_head = is_head
+        self.start_time = self.end_time = None
+        self.idle_limit = None  # idle workers the pool keeps for it (worked out once)

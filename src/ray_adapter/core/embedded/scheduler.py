@@ -1,13 +1,17 @@
-"""The scheduler: nodes and their resources, and the demands waiting for them.
+"""The scheduler: nodes and their resources, placement groups, and the demands waiting for them.
 
 It decides; it never sends, spawns or runs user code. A demand (a task to run, an actor to
-place) is granted resources on a node at once or queued; every path that returns resources
-(:meth:`Scheduler.release`, :meth:`Scheduler.lend`) retries every queued demand, tasks and
-actors alike, and hands back the new grants for the caller to act on outside the lock.
+place) is granted resources on a node or in a placement-group bundle at once, queued, or
+failed (it can never be placed: ``demand.failure``); every path that returns resources
+(:meth:`Scheduler.release`, :meth:`Scheduler.lend`, a node added, a group removed) retries
+every queued demand and pending group, and hands back what it granted (and failed) for the
+caller to act on outside the lock (:meth:`Scheduler.run`).
 
-Queues are FIFO per resource shape: a demand never overtakes an earlier one of the same shape,
-while a small demand may start beside a large one that does not fit yet (as Ray's scheduling
-classes do). State is plain data (ids, amounts), so it can move behind a service later.
+Where a demand may go is its :class:`~ray_adapter.core.scheduling.Placement`: any node (first
+that fits, head first), spread (round robin), node affinity, node labels, or a bundle of a
+placement group (:mod:`.group_placement`). Queues are FIFO per resource shape and placement:
+a demand never overtakes an earlier one of the same kind, while a small demand may start
+beside a large one that does not fit yet (as Ray's scheduling classes do).
 
 Thread-safety: all state is guarded by ``Scheduler._lock``, a leaf lock; any thread may call.
 """
@@ -15,78 +19,119 @@ import collections
 import itertools
 import threading
 
-from ray_adapter.core.embedded.resources import NodeResources
-
-
-class Node:
-    """One (real or virtual) node: ``node_id`` (bytes), ``ip``, ``labels``, its resources."""
-
-    __slots__ = ("node_id", "ip", "labels", "resources", "alive", "hostname", "idle_limit")
-
-    def __init__(self, node_id, ip, total, labels=None, hostname=""):
-        self.node_id = node_id
-        self.ip = ip
-        self.labels = dict(labels or {})
-        self.resources = NodeResources(total)
-        self.alive = True
-        self.hostname = hostname
-        self.idle_limit = None  # idle workers the pool keeps for it (worked out once)
+from ray_adapter.core.embedded import group_placement
+from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SHARE
+from ray_adapter.core.embedded.resources import Node, NodeResources  # noqa: F401  (Node: re-exported)
+from ray_adapter.core.scheduling import matches_all
 
 
 class Demand:
-    """A request for resources: ``units`` (see :mod:`.resources`), and ``start``, opaque to
-    the scheduler: what the holder of a new grant calls with it (``start(grant)``)."""
+    """A request for resources: ``units`` (see :mod:`.resources`) and ``placement`` (None:
+    default). ``start(grant)`` and ``fail(reason)`` are opaque to the scheduler: what the holder
+    calls with a new grant, or when the demand can never be granted (``"node_affinity"``,
+    ``"group_removed"``); ``evict(reason)``: its granted bundle is gone (``"group_removed"``)."""
 
-    __slots__ = ("start", "units", "shape", "seq", "queued")
+    __slots__ = ("start", "fail", "evict", "units", "placement", "shape", "seq", "queued",
+                 "failure")
 
-    def __init__(self, start, units, shape=None):
+    def __init__(self, start, units, placement=None, fail=None, evict=None, shape=None):
         self.start = start
+        self.fail = fail
+        self.evict = evict
         self.units = units
-        self.shape = shape if shape is not None else tuple(sorted(units.items()))
+        self.placement = placement
+        key = placement.key() if placement is not None else None
+        self.shape = (shape if shape is not None else tuple(sorted(units.items())), key)
         self.seq = 0
         self.queued = False
+        self.failure = None
 
 
 class Grant:
-    """Resources granted on ``node``: ``units`` and device ids ``devices`` ({"GPU": [0]})."""
+    """Resources granted on ``node``: ``units`` and device ids ``devices`` ({"GPU": [0]}),
+    taken from ``pool`` (the node's resources, or a bundle's: then ``bundle`` is set)."""
 
-    __slots__ = ("node", "units", "devices", "lent")
+    __slots__ = ("node", "units", "devices", "lent", "pool", "bundle", "demand", "__weakref__")
 
-    def __init__(self, node, units, devices):
+    def __init__(self, node, units, devices, pool=None, bundle=None, demand=None):
         self.node = node
         self.units = units
         self.devices = devices
         self.lent = None  # units lent back while the holder is blocked (see Scheduler.lend)
+        self.pool = pool if pool is not None else node.resources
+        self.bundle = bundle
+        self.demand = demand
 
     def amounts(self):
         return self.node.resources.amounts(self.units)
+
+    def pool_units(self):
+        if self.bundle is None:
+            return self.units
+        return dict(self.units, **{BUNDLE_RESOURCE: BUNDLE_SHARE})
 
 
 class Scheduler:
     def __init__(self, nodes):
         self._lock = threading.Lock()
         self.nodes = {n.node_id: n for n in nodes}
+        self.by_hex = {n.hex: n for n in nodes}
+        self.groups = {}          # group id -> GroupState
+        self._pending_groups = []  # GroupState waiting to be (re)placed, in order
         self._queues = collections.OrderedDict()  # shape -> deque of Demand
         self._seq = itertools.count()
+        self._spread = 0
 
     @property
     def head(self):
         return next(iter(self.nodes.values()))
 
+    def live_nodes(self):
+        return [n for n in self.nodes.values() if n.alive]
+
     # -- feasibility -------------------------------------------------------------------------
-    def feasible(self, units):
-        """Could the demand ever fit on some live node?"""
-        return any(n.alive and n.resources.feasible(units) for n in self.nodes.values())
+    def feasible(self, units, placement=None):
+        """Could the demand ever fit (some live node, its affinity node, or a bundle)?"""
+        if placement is None:  # the hot path: node totals only change when nodes do
+            return any(n.alive and n.resources.feasible(units) for n in list(self.nodes.values()))
+        with self._lock:
+            if placement is not None and placement.in_group:
+                group = self.groups.get(placement.group_id)
+                if group is None:
+                    return True  # unknown yet: nothing to judge
+                index = placement.bundle_index
+                bundles = group.bundles if index < 0 else group.bundles[index:index + 1]
+                return any(NodeResources(NodeResources({}).amounts(b.units)).feasible(units)
+                           for b in bundles)
+            if placement is not None and placement.kind == "node" and not placement.soft:
+                target = self.by_hex.get(placement.node_id)
+                if target is None or not target.alive:
+                    return True  # it fails at once (unschedulable); nothing to warn about
+            return any(n.resources.feasible(units) for n in self._nodes_for(placement))
+
+    def _nodes_for(self, placement):
+        nodes = self.live_nodes()
+        if placement is None:
+            return nodes
+        if placement.kind == "node":
+            target = self.by_hex.get(placement.node_id)
+            if target is not None and target.alive:
+                return [target] + ([n for n in nodes if n is not target] if placement.soft else [])
+            return nodes if placement.soft else []
+        if placement.hard:
+            nodes = [n for n in nodes if matches_all(n.labels, placement.hard)]
+        return nodes
 
     # -- granting ----------------------------------------------------------------------------
     def submit(self, demand):
-        """Grant ``demand`` now (returns the Grant) or queue it (returns None)."""
+        """Grant ``demand`` now (returns the Grant), or queue it, or fail it (returns None
+        with ``demand.failure`` set: it can never be granted)."""
         with self._lock:
             demand.seq = next(self._seq)
             queue = self._queues.get(demand.shape)
             if not queue:
-                grant = self._try(demand.units)
-                if grant is not None:
+                grant = self._try(demand)
+                if grant is not None or demand.failure is not None:
                     return grant
             if queue is None:
                 queue = self._queues[demand.shape] = collections.deque()
@@ -108,21 +153,77 @@ class Scheduler:
                     pass
             return True
 
-    def _try(self, units):
-        for node in self.nodes.values():
-            if node.alive and node.resources.fits(units):
-                return Grant(node, units, node.resources.acquire(units))
+    def _try(self, demand):
+        """A Grant for ``demand`` now, or None (``demand.failure`` set if it never can be)."""
+        units, p = demand.units, demand.placement
+        if p is None:
+            for node in self.nodes.values():
+                if node.alive and node.resources.fits(units):
+                    return Grant(node, units, node.resources.acquire(units), demand=demand)
+            return None
+        if p.in_group:
+            return self._try_group(demand)
+        if p.kind == "node":
+            target = self.by_hex.get(p.node_id)
+            usable = target is not None and target.alive and target.resources.feasible(units)
+            if usable and target.resources.fits(units):
+                return Grant(target, units, target.resources.acquire(units), demand=demand)
+            if not usable and not p.soft:
+                demand.failure = "node_affinity"
+                return None
+            if usable and not (p.soft and p.spill):
+                if p.fail:
+                    demand.failure = "node_affinity"
+                return None  # wait for the target node
+            candidates = [n for n in self.live_nodes() if n is not target]
+        else:
+            candidates = self._nodes_for(p)
+            if p.soft_labels:
+                candidates.sort(key=lambda n: 0 if matches_all(n.labels, p.soft_labels) else 1)
+        if p.kind == "spread" and candidates:
+            start = self._spread % len(candidates)
+            candidates = candidates[start:] + candidates[:start]
+        for node in candidates:
+            if node.resources.fits(units):
+                if p.kind == "spread":
+                    self._spread += 1
+                return Grant(node, units, node.resources.acquire(units), demand=demand)
+        return None
+
+    def _try_group(self, demand):
+        p = demand.placement
+        group = self.groups.get(p.group_id)
+        if group is None or group.state == "REMOVED":
+            return None  # as Ray: work for a removed (or unknown) group stays pending
+        index = p.bundle_index
+        bundles = group.bundles if index < 0 else group.bundles[index:index + 1]
+        want = dict(demand.units, **{BUNDLE_RESOURCE: BUNDLE_SHARE})
+        for bundle in bundles:
+            pool = bundle.pool
+            if pool is not None and bundle.node.alive and pool.fits(want):
+                grant = Grant(bundle.node, demand.units, pool.acquire(want), pool, bundle, demand)
+                bundle.grants.add(grant)
+                return grant
         return None
 
     def _grant_waiting(self):
-        """Grant queued demands that fit now, oldest first within a shape (lock held)."""
+        """Place pending groups, then grant queued demands that fit now, oldest first within
+        a shape; failed demands come back with grant None (lock held)."""
         granted = []
+        if self._pending_groups:
+            nodes = self.live_nodes()
+            for group in list(self._pending_groups):
+                if group_placement.place(nodes, group):
+                    self._pending_groups.remove(group)
+                    group.queued = False
+                    group.state = "CREATED"
+                    granted.append((group, None))
         for shape in list(self._queues):
             queue = self._queues[shape]
             while queue:
                 demand = queue[0]
-                grant = self._try(demand.units)
-                if grant is None:
+                grant = self._try(demand)
+                if grant is None and demand.failure is None:
                     break
                 queue.popleft()
                 demand.queued = False
@@ -134,19 +235,25 @@ class Scheduler:
 
     @staticmethod
     def run(granted):
-        """Start what a grant-returning call granted (call outside any lock)."""
+        """Start (or fail) what a grant-returning call decided (call outside any lock)."""
         for demand, grant in granted:
-            demand.start(grant)
+            if grant is None and getattr(demand, "failure", None) is not None:
+                if demand.fail is not None:
+                    demand.fail(demand.failure)
+            else:
+                demand.start(grant)
 
     def release(self, grant):
         """Return ``grant``'s resources (less any lent part); returns the new grants
         ``[(demand, grant)]`` this made possible."""
         with self._lock:
-            units = grant.units
+            units = grant.pool_units()
             if grant.lent:
                 units = {k: v - grant.lent.get(k, 0) for k, v in units.items()}
                 grant.lent = None
-            grant.node.resources.release(units, grant.devices)
+            grant.pool.release(units, grant.devices)
+            if grant.bundle is not None:
+                grant.bundle.grants.discard(grant)
             return self._grant_waiting()
 
     def lend(self, grant, names=("CPU",)):
@@ -156,14 +263,14 @@ class Scheduler:
             if grant.lent is not None:
                 return []
             grant.lent = {k: v for k, v in grant.units.items() if k in names}
-            grant.node.resources.release(grant.lent, None)
+            grant.pool.release(grant.lent, None)
             return self._grant_waiting()
 
     def reclaim(self, grant):
         """Take back what :meth:`lend` lent (may oversubscribe for a moment, as Ray does)."""
         with self._lock:
             if grant.lent:
-                grant.node.resources.acquire_amounts(grant.lent)
+                grant.pool.acquire_amounts(grant.lent)
             grant.lent = None
 
     def retry(self):
@@ -171,24 +278,119 @@ class Scheduler:
         with self._lock:
             return self._grant_waiting()
 
+    # -- placement groups --------------------------------------------------------------------
+    def add_group(self, group):
+        """Place ``group`` (a GroupState) now or keep it pending; returns the new grants
+        (the group itself among them when placed)."""
+        with self._lock:
+            self.groups[group.group_id] = group
+            group.seq = next(self._seq)
+            group.queued = True
+            self._pending_groups.append(group)
+            return self._grant_waiting()
+
+    def group_feasible(self, group):
+        with self._lock:
+            return group_placement.feasible(self.live_nodes(), group)
+
+    def remove_group(self, group_id):
+        """Release the group's bundles. Returns ``(failed, evicted, granted)``: queued demands
+        for the group (failed with ``"group_removed"``), live grants drawn from its bundles
+        (their holders must stop), and what the freed resources granted."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is None or group.state == "REMOVED":
+                return [], [], []
+            group.state = "REMOVED"
+            if group.queued:
+                self._pending_groups.remove(group)
+                group.queued = False
+            evicted = []
+            for bundle in group.bundles:
+                evicted.extend(bundle.grants)
+                bundle.grants = set()
+                group_placement.unplace(bundle)
+            failed = self._withdraw_where(lambda d: d.placement is not None and d.placement.in_group
+                                          and d.placement.group_id == group_id, "group_removed")
+            return failed, evicted, self._grant_waiting()
+
+    def _withdraw_where(self, predicate, failure):
+        failed = []
+        for shape in list(self._queues):
+            queue = self._queues[shape]
+            keep = collections.deque()
+            for demand in queue:
+                if predicate(demand):
+                    demand.queued = False
+                    demand.failure = failure
+                    failed.append((demand, None))
+                else:
+                    keep.append(demand)
+            if keep:
+                self._queues[shape] = keep
+            else:
+                del self._queues[shape]
+        return failed
+
+    # -- nodes -------------------------------------------------------------------------------
+    def add_node(self, node):
+        """A node joins; returns what it made possible."""
+        with self._lock:
+            self.nodes[node.node_id] = node
+            self.by_hex[node.hex] = node
+            return self._grant_waiting()
+
+    def remove_node(self, node_id):
+        """A node dies: its bundles are rescheduled elsewhere, demands with hard affinity to it
+        fail. Returns ``(failed, granted)``; the caller ends the processes that ran there."""
+        with self._lock:
+            node = self.nodes.get(node_id)
+            if node is None or not node.alive:
+                return [], []
+            node.alive = False
+            for group in self.groups.values():
+                if group.state == "REMOVED":
+                    continue
+                lost = [b for b in group.bundles if b.node is node]
+                for bundle in lost:
+                    bundle.node = bundle.reservation = bundle.pool = None
+                    bundle.grants = set()
+                if lost and not group.queued:
+                    group.state = "RESCHEDULING"
+                    group.queued = True
+                    self._pending_groups.append(group)
+            hex_id = node.hex
+            failed = self._withdraw_where(
+                lambda d: d.placement is not None and d.placement.kind == "node" and not d.placement.soft
+                and d.placement.node_id == hex_id, "node_affinity")
+            return failed, self._grant_waiting()
+
     # -- reporting ---------------------------------------------------------------------------
-    def total(self):
+    def per_node(self, which="total"):
+        """``{node id hex: {resource: amount}}`` of live nodes, group resources included;
+        ``which``: "total" or "available" (nothing free: omitted)."""
         out = {}
         with self._lock:
+            groups = group_placement.group_resources(self.groups.values(), which)
             for node in self.nodes.values():
                 if node.alive:
-                    for k, v in node.resources.total_dict().items():
-                        out[k] = out.get(k, 0.0) + v
+                    amounts = node.resources.total_dict() if which == "total" else node.resources.available_dict()
+                    amounts.update(groups.get(node.node_id, {}))
+                    out[node.hex] = amounts
         return out
 
-    def available(self):
+    def _summed(self, which):
         out = {}
-        with self._lock:
-            for node in self.nodes.values():
-                if node.alive:
-                    for k, v in node.resources.available_dict().items():
-                        out[k] = out.get(k, 0.0) + v
+        for amounts in self.per_node(which).values():
+            for k, v in amounts.items():
+                out[k] = out.get(k, 0.0) + v
         return out
+
+    def total(self):
+        return self._summed("total")
+
+    def available(self):
+        return self._summed("available")
 
     def queued(self):
         """How many demands wait, for tests and state APIs."""

@@ -17,7 +17,9 @@ from ray_adapter.core.interface import TaskOptions
 
 #: The QueryReq methods workers may call, answered by the backend method of the same name.
 QUERIES = frozenset(("cancel", "kill_actor", "get_named_actor", "list_named_actors", "nodes",
-                     "cluster_resources", "available_resources"))
+                     "cluster_resources", "available_resources", "create_placement_group",
+                     "remove_placement_group", "placement_group_table", "placement_group_ready",
+                     "state", "resources_per_node"))
 
 
 def _plain(value):
@@ -48,7 +50,8 @@ class DriverService:
             name=o.name, num_returns=o.num_returns, resources=o.resources, max_retries=o.max_retries,
             max_calls=o.max_calls,
             retry_exceptions=pickle.loads(o.retry_exceptions) if o.retry_exceptions else False,
-            runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None)
+            runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None,
+            scheduling=pickle.loads(o.scheduling) if o.scheduling else None)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
                      message.deps, options)

@@ -15,6 +15,7 @@ submissions) and the object table's callbacks.
 import enum
 import os
 import pickle
+import signal
 import sys
 import threading
 
@@ -89,6 +90,24 @@ def _retry_blob(spec):
     return pickle.dumps(spec)
 
 
+def assignment(grant, placement):
+    """The protocol.Assignment of a grant: its device ids and, in a group, its bundle."""
+    bundle = grant.bundle
+    if bundle is None and not grant.devices:
+        return None
+    return protocol.Assignment(
+        {k: list(v) for k, v in grant.devices.items()},
+        placement.group_id if bundle is not None else b"",
+        bundle.index if bundle is not None else -1,
+        bool(bundle is not None and placement.capture))
+
+
+def unschedulable_error(name, reason, group_id):
+    if reason == "group_removed":
+        return errors.PlacementGroupRemoved(group_id)
+    return errors.Unschedulable(name, errors.UnschedulableReason.NODE_AFFINITY)
+
+
 def device_env(devices):
     """Device-visibility variables for granted device ids, unless the user asked Ray not to
     set them (``RAY_EXPERIMENTAL_NOSET_*``)."""
@@ -119,6 +138,8 @@ class TaskManager:
         if deps:
             rt.objects.hold(deps)
         rt.objects.create(return_ids, 1 if options.num_returns else 0, task_id)
+        rt.events.submitted(task_id, options.name, "NORMAL_TASK", None, options.resources,
+                            getattr(options.scheduling, "group_id", None))
         rt.actors.carry(carried)
         with self._lock:
             self._tasks[task_id] = record
@@ -151,15 +172,37 @@ class TaskManager:
 
     def _queue(self, record):
         rt = self.rt
-        if record.units and not rt.scheduler.feasible(record.units):
+        placement = record.options.scheduling
+        if record.units and not rt.scheduler.feasible(record.units, placement):
             rt.warn_infeasible(record.options.name, record.options.resources)
         record.demand = Demand(lambda grant, r=record: self._start(r, grant), record.units,
-                               record.shape.shape)
+                               placement, lambda reason, r=record: self._unschedulable(r, reason),
+                               lambda reason, r=record: self._evict(r), record.shape.shape)
         grant = rt.scheduler.submit(record.demand)
         if grant is not None:
             self._start(record, grant)
+        elif record.demand.failure is not None:
+            self._unschedulable(record, record.demand.failure)
         elif record.cancelled and rt.scheduler.withdraw(record.demand):
             self._finish_cancelled(record)  # cancelled while it was being queued
+
+    def _unschedulable(self, record, reason):
+        """The scheduler can never run it: hard affinity to a gone node, or its group removed."""
+        group_id = getattr(record.options.scheduling, "group_id", None)
+        error = unschedulable_error(record.options.name, reason, group_id)
+        self._finish_claimed(record, [self.rt.error_data(error)], True)
+
+    def _evict(self, record):
+        """Its placement group was removed while it ran: its worker is killed, no retry (Ray
+        reports WorkerCrashedError)."""
+        with self._lock:
+            worker = record.worker if record.state is TaskState.RUNNING else None
+            record.retries_left = 0
+        if worker is not None:
+            try:
+                os.kill(worker.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     # -- starting ----------------------------------------------------------------------------
     def _start(self, record, grant):
@@ -190,7 +233,8 @@ class TaskManager:
         message = protocol.RunTask(
             record.task_id, record.key, args, deps, record.options.num_returns or 1,
             record.options.name, env, record.shape.amounts,
-            list(grant.devices.get("GPU", ())), record.retry_blob)
+            list(grant.devices.get("GPU", ())), record.retry_blob,
+            assignment(grant, record.options.scheduling))
         with self._lock:
             cancelled = record.cancelled
             if not cancelled:
@@ -204,6 +248,7 @@ class TaskManager:
             rt.scheduler.run(rt.scheduler.release(grant))
             self._finish_cancelled(record)
             return
+        rt.events.running(record.task_id, worker)
         worker.flush()
 
     # -- results -----------------------------------------------------------------------------
@@ -266,6 +311,9 @@ class TaskManager:
         elif outcome == "retry":
             rt.notice_retry(record.options.name, left, None, worker.pid, code)
             self._queue(record)
+        elif not worker.node.alive:
+            self._finish_claimed(record, [rt.error_data(errors.NodeDied(
+                record.options.name, worker.node.hex, worker.node.ip))], True)
         else:
             self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
                 record.options.name, errors.WorkerDeath.CRASHED, worker.pid, code,
@@ -290,6 +338,7 @@ class TaskManager:
 
     def _finish(self, record, datas, is_error):
         rt = self.rt
+        rt.events.finished(record.task_id, not is_error)
         # Drop what the record holds now: its arguments (shared buffers among them) must not
         # wait for the cyclic GC (record -> demand -> its start closure -> record).
         record.args = record.demand = record.waiter = None

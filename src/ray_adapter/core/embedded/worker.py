@@ -49,6 +49,7 @@ class Worker:
         self.restart_count = 0
         self.assigned_resources = {}
         self.gpu_ids = []
+        self.assignment = None          # protocol.Assignment of the running task / the actor
         self.running_task = None        # the task or call running in the main thread
         self.cancel_requested = None
         self.cancelled = set()          # cancelled before they started
@@ -86,6 +87,7 @@ class Worker:
                     # Route calls to a concurrent actor's executor from now on; they wait
                     # there until the constructor (run by the main thread) has finished.
                     self.actor = executors.ActorHost(self, message)
+                    self.assignment = message.assignment
                     self.exec_queue.put((message, buffers))
                 elif kind is protocol.Cancel:
                     self.on_cancel(message.task_id, message.force)
@@ -172,6 +174,7 @@ class Worker:
             self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
             return
         self.assigned_resources, self.gpu_ids = message.resources, message.gpu_ids
+        self.assignment = message.assignment
         saved_env = apply_env(message.env)
         token = current_call.set((task_id, name, None))
         self.running_task = task_id

@@ -11,6 +11,7 @@ sent in batches by one thread (``ref_loop``), in the order they happened.
 """
 import contextvars
 import itertools
+import os
 import pickle
 import queue
 import threading
@@ -220,7 +221,8 @@ class WorkerCore(RuntimeCore):
             options.max_calls,
             pickle.dumps(tuple(options.retry_exceptions) if isinstance(options.retry_exceptions, list)
                          else options.retry_exceptions),
-            pickle.dumps(options.runtime_env) if options.runtime_env else b"")
+            pickle.dumps(options.runtime_env) if options.runtime_env else b"",
+            pickle.dumps(options.scheduling) if options.scheduling is not None else b"")
 
         def build(rid):
             buffers = []
@@ -305,9 +307,51 @@ class WorkerCore(RuntimeCore):
     def available_resources(self):
         return self._query("available_resources")
 
+    # -- placement groups, state -------------------------------------------------------------
+    def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None):
+        return self._query("create_placement_group", bundles, strategy, name, lifetime,
+                           label_selectors, self._worker.actor_id)
+
+    def remove_placement_group(self, placement_group_id):
+        return self._query("remove_placement_group", placement_group_id)
+
+    def placement_group_table(self, placement_group_id):
+        return self._query("placement_group_table", placement_group_id)
+
+    def placement_group_ready(self, placement_group_id, value):
+        return self._own([self._query("placement_group_ready", placement_group_id, value)])[0]
+
+    def wait_placement_group(self, placement_group_id, timeout):
+        # The driver never blocks a worker's reader: wait on a ready() object here instead.
+        oid = self.placement_group_ready(placement_group_id, None)
+        try:
+            ready, _ = self.wait([oid], 1, timeout)
+            if not ready:
+                return False
+            try:
+                self.get([oid], 0)
+            except errors.CoreError:
+                return False
+            return True
+        finally:
+            self.remove_local_reference(oid)
+
+    def captured_placement_group(self):
+        a = self._worker.assignment
+        if a is not None and a.capture and a.group_id:
+            return a.group_id, a.bundle_index
+        return None
+
+    def state(self, kind):
+        return self._query("state", kind)
+
+    def resources_per_node(self, which):
+        return self._query("resources_per_node", which)
+
     def context(self):
         task_id, task_name, actor_id = current_call.get()
         w = self._worker
+        a = w.assignment
         return CallContext(
             job_id=w.job_id, node_id=w.node_id, worker_id=w.worker_id, namespace=w.namespace,
             is_driver=False, task_id=task_id,
@@ -315,7 +359,11 @@ class WorkerCore(RuntimeCore):
             actor_name=w.actor_name, assigned_resources=dict(w.assigned_resources),
             gpu_ids=list(w.gpu_ids), was_restarted=w.restart_count > 0,
             actor_handle_meta=w.actor_handle_meta, runtime_env=w.runtime_env or {},
-            node_ip_address=w.node_ip)
+            node_ip_address=w.node_ip,
+            placement_group_id=(a.group_id or None) if a is not None else None,
+            capture_child_tasks=bool(a is not None and a.capture),
+            gcs_address=f"embedded://127.0.0.1:{os.getppid()}",
+            accelerator_ids={k: list(v) for k, v in a.accelerators.items()} if a is not None else {})
 
 
 def not_found(kind, key):

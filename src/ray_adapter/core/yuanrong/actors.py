@@ -68,14 +68,17 @@ class ActorsMixin:
         try:
             packed, dep_indexes, deps = self._pack_args(args, kwargs)
             env = dict((options.runtime_env or {}).get("env_vars") or {})
+            placement = options.scheduling
+            in_group = placement is not None and placement.in_group
             meta = (actor_id, options.name, options.class_name, options.is_async, env,
-                    dict(options.resources), dep_indexes)
+                    dict(options.resources), dep_indexes,
+                    (placement.group_id, bool(placement.capture)) if in_group else None)
             concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
             opts = self.invoke_options(
                 options.resources, name=None if self.local_mode else options.name,
                 namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
                 retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
-                runtime_env=options.runtime_env)
+                runtime_env=options.runtime_env, placement=placement)
             proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
         except BaseException:
             with self._lock:
@@ -85,8 +88,10 @@ class ActorsMixin:
             actor.dead = True
             actor.created.set()
             raise
-        if self.local_mode:
+        if self.local_mode and not in_group:  # a bundle holds what runs in it already
             self._hold(options.resources)
+        elif in_group:
+            actor.resources = {}  # nothing to give back to the node when it dies
         actor.set_proxy(proxy)
         return info
 

@@ -30,6 +30,7 @@ from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
+from ray_adapter.core.yuanrong.resource_groups import ResourceGroupsMixin
 
 #: yr resource names for Ray's accelerator resources.
 ACCELERATOR_RESOURCES = {"GPU": "GPU/.+/count", "NPU": "NPU/.+/count"}
@@ -48,7 +49,7 @@ def load_yr():
     return yr
 
 
-class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
+class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMixin, RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
 
     Lifecycle and tasks live here; objects, actors and cluster state in the mixins of
@@ -72,6 +73,8 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
         self._shell_creator = None
         self._started = False
         self._held = {}  # local mode: resources held by live actors and running tasks
+        self._groups = {}  # placement group id -> resource_groups._Group
+        self._group_names = {}
 
     # ================================================================== lifecycle
     def start(self, options):
@@ -86,6 +89,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
         self.options = options
         self.num_cpus = float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))
         self.custom_resources = dict(options.resources or {})
+        self.num_gpus = options.num_gpus  # local mode: declared GPUs are accounted (as Ray allows)
         self.runtime_env = dict(options.runtime_env or {})
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:
@@ -93,7 +97,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
         self._started = True
-        address = "yr-local" if self.local_mode else self._server_address(options)
+        address = self.address = "yr-local" if self.local_mode else self._server_address(options)
         return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
 
     @staticmethod
@@ -144,6 +148,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
             self._actors.clear()
             self._names.clear()
         self._releases.close()
+        self._close_groups(gone)
         for actor in actors:
             self._terminate(actor)
         if self._owns_yr:
@@ -163,17 +168,29 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
                 dep_indexes.append(obj.index)
         return shell.pack_args(args, kwargs), dep_indexes, deps
 
-    def invoke_options(self, resources, *, name=None, namespace=None, retries=0, restarts=0,
-                       concurrency=None, get_if_exists=False, detached=False, runtime_env=None):
-        """The ``yr.InvokeOptions`` for Ray resources/options (units converted)."""
+    def invoke_options(self, resources, *, placement=None, **options):
+        """The ``yr.InvokeOptions`` for Ray resources/options (units converted) and a core
+        Placement (resource group bundle, schedule affinities)."""
+        kwargs = self.invoke_kwargs(resources, **options)
+        kwargs.update(self.placement_kwargs(placement))
+        return self.yr.InvokeOptions(**kwargs)
+
+    def invoke_kwargs(self, resources, *, name=None, namespace=None, retries=0, restarts=0,
+                      concurrency=None, get_if_exists=False, detached=False, runtime_env=None):
+        """The InvokeOptions fields for Ray resources/options: ``cpu`` millicores, ``memory``
+        MB, ``GPU/.+/count`` (or ``GPU/<model>/count`` with ``accelerator_type``)..."""
         kwargs = {"cpu": int(round(float(resources.get("CPU", 0)) * 1000))}
         if resources.get("memory"):
             kwargs["memory"] = max(1, math.ceil(resources["memory"] / (1024 * 1024)))
         custom = {}
+        model = next((k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")), None)
         for key, amount in resources.items():
-            if key in ("CPU", "memory") or not amount:
+            if key in ("CPU", "memory") or not amount or (model and key.startswith("accelerator_type:")):
                 continue
-            custom[ACCELERATOR_RESOURCES.get(key, key)] = float(amount)
+            name_ = ACCELERATOR_RESOURCES.get(key, key)
+            if model and key in ACCELERATOR_RESOURCES:  # accelerator_type: the card model
+                name_ = f"{key}/{model}/count"
+            custom[name_] = float(amount)
         if custom:
             kwargs["custom_resources"] = custom
         if retries:
@@ -193,7 +210,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
         env = dict((runtime_env or {}).get("env_vars") or {})
         if env:
             kwargs["env_vars"] = env
-        return self.yr.InvokeOptions(**kwargs)
+        return kwargs
 
     def submit_task(self, function, function_key, args, kwargs, options):
         self._check_started()
@@ -208,16 +225,21 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
         task_id = self._ids.task()
         env = dict((options.runtime_env or {}).get("env_vars") or {})
         retry_on = options.retry_exceptions
+        placement = options.scheduling
+        in_group = placement is not None and placement.in_group
         meta = (task_id, options.name, options.num_returns or 1, env, dict(options.resources),
-                retry_on, options.max_retries if retry_on else 0, dep_indexes)
-        shape = (tuple(sorted(options.resources.items())), options.max_retries)
+                retry_on, options.max_retries if retry_on else 0, dep_indexes,
+                (placement.group_id, bool(placement.capture)) if in_group else None)
+        shape = (tuple(sorted(options.resources.items())), options.max_retries,
+                 placement.key() if placement is not None else None)
         runner = self._runners.get(shape)
         if runner is None:  # InvokeOptions and yr's options() are built once per shape
-            opts = self.invoke_options(options.resources, retries=options.max_retries)
+            opts = self.invoke_options(options.resources, retries=options.max_retries,
+                                       placement=placement)
             runner = self._runners[shape] = self._runner.options(opts)
         ref = runner.invoke(function_key, blob, meta, packed, *deps)
         return_ids = self._returns(ref, task_id, options.num_returns)
-        if self.local_mode and options.resources:
+        if self.local_mode and options.resources and not in_group:  # a bundle holds it already
             self._hold(options.resources)
             ref.get_future().add_done_callback(lambda _f, r=dict(options.resources): self._release(r))
         return return_ids

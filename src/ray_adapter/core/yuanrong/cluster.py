@@ -38,6 +38,8 @@ class ClusterMixin:
                  "object_store_memory": float(_machine_memory() * 3 // 7),
                  "node:127.0.0.1": 1.0, "node:__internal_head__": 1.0}
         total.update({k: float(v) for k, v in self.custom_resources.items()})
+        if getattr(self, "num_gpus", None):
+            total["GPU"] = float(self.num_gpus)
         return {"node_id": self.node_id.hex(), "alive": True, "address": "127.0.0.1",
                 "hostname": socket.gethostname(), "resources_total": total,
                 "resources_available": dict(total), "labels": {}}
@@ -50,6 +52,8 @@ class ClusterMixin:
         for node in self.nodes():
             for k, v in node["resources_total"].items():
                 out[k] = out.get(k, 0.0) + v
+        if self.local_mode:
+            out.update(self.group_resources_local("total"))
         return out
 
     def available_resources(self):
@@ -62,7 +66,29 @@ class ClusterMixin:
                 for k, v in self._held.items():
                     if k in out:
                         out[k] -= v
+            for k, v in self._reserved_local().items():  # placement groups' reservations
+                if k in out:
+                    out[k] -= v
+            out.update(self.group_resources_local("available"))
         return {k: v for k, v in out.items() if v > 1e-9}  # nothing free: omitted, as in Ray
+
+    def _reserved_local(self):
+        scheduler = getattr(self, "_rg_scheduler", None)
+        if scheduler is None:
+            return {}
+        with scheduler._lock:
+            res = scheduler.head.resources
+            total, free = res.total_dict(), res.amounts(res.available)
+        return {k: total[k] - free.get(k, 0.0) for k in total if total[k] - free.get(k, 0.0) > 0}
+
+    def resources_per_node(self, which):
+        """``{node id: {resource: amount}}`` from yr.resources() (local mode: the one node)."""
+        if self.local_mode:
+            return {self.node_id.hex(): self.cluster_resources() if which == "total"
+                    else self.available_resources()}
+        key = "resources_total" if which == "total" else "resources_available"
+        return {n["node_id"]: {k: v for k, v in n[key].items() if which == "total" or v > 0}
+                for n in self.nodes() if n["alive"]}
 
     def context(self):
         task_id, task_name, actor_id, actor_name, resources = shell.current_call.get()
@@ -70,13 +96,41 @@ class ClusterMixin:
         meta = None
         if actor_id is not None and actor_id in self._actors:
             meta = self._actors[actor_id].info.handle_meta
+        group = shell.current_group.get()
         return CallContext(
             job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
             namespace=self.namespace, is_driver=not in_call,
             task_id=task_id if in_call else None, actor_id=actor_id, task_name=task_name,
             actor_name=actor_name,
             assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
-            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip())
+            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip(),
+            placement_group_id=group[0] if group else None,
+            capture_child_tasks=bool(group and group[1]),
+            gcs_address=getattr(self, "address", ""))
+
+    def state(self, kind):
+        """State API records from what this backend knows (no task events are recorded)."""
+        import os
+
+        if kind == "nodes":
+            return [dict(n, is_head=self.local_mode or i == 0) for i, n in enumerate(self.nodes())]
+        if kind == "placement_groups":
+            return self.placement_group_table(None)
+        if kind == "workers":
+            return [{"worker_id": self.worker_id.hex(), "is_alive": True, "worker_type": "DRIVER",
+                     "exit_type": None, "node_id": self.node_id.hex(), "ip": self._node_ip(),
+                     "pid": os.getpid(), "exit_detail": None}]
+        if kind == "actors":
+            with self._lock:
+                actors = list(self._actors.values())
+            return [{"actor_id": a.actor_id.hex(), "class_name": a.info.class_name,
+                     "state": "DEAD" if a.dead else "ALIVE", "job_id": self.job_id.hex(),
+                     "name": a.info.name or "", "node_id": self.node_id.hex() if self.local_mode else None,
+                     "pid": os.getpid() if self.local_mode else None, "ray_namespace": a.info.namespace,
+                     "required_resources": dict(a.resources), "is_detached": a.detached,
+                     "death_cause": {"reason": a.death.cause.value} if a.death is not None else None,
+                     "num_restarts": 0} for a in actors]
+        raise NotImplementedError(f"the yuanrong backend records no {kind}")
 
     def _node_ip(self):
         if self.local_mode:

@@ -19,6 +19,8 @@ from ray_adapter.core.interface import ArgRef
 current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", None, None, {}))
 # The ActorShell whose method is running in this thread / coroutine.
 current_shell = contextvars.ContextVar("ray_adapter_yr_shell", default=None)
+# (placement group id, capture) of the task or actor running in this thread, or None.
+current_group = contextvars.ContextVar("ray_adapter_yr_group", default=None)
 
 
 class Box:
@@ -117,16 +119,19 @@ def cancel_local(task_id):
 def run_task(function, meta, packed_args, deps):
     """Run one task inside Yuanrong; returns its Box. Exceptions named by the task's
     ``retry_exceptions`` are retried here, up to ``max_retries`` times."""
-    task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes = meta
+    task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes = meta[:8]
+    group = meta[8] if len(meta) > 8 else None
     with _cancel_lock:
         if task_id in _cancelled_local:
             _cancelled_local.discard(task_id)
             return Box(False, errors.TaskCancelled(task_id))
         _started_local.add(task_id)
+    group_token = current_group.set(group)
     try:
         return _run_task(function, task_id, name, num_returns, env_vars, resources, retry_on,
                          retries, dep_indexes, packed_args, deps)
     finally:
+        current_group.reset(group_token)
         with _cancel_lock:
             _started_local.discard(task_id)
 
@@ -180,7 +185,8 @@ class ActorShell:
     """
 
     def __init__(self, cls, meta, packed_args, *deps):
-        actor_id, name, class_name, is_async, env_vars, resources, dep_indexes = meta
+        actor_id, name, class_name, is_async, env_vars, resources, dep_indexes = meta[:7]
+        self.group = meta[7] if len(meta) > 7 else None
         self.actor_id, self.name, self.class_name = actor_id, name, class_name
         self.resources = resources
         self.init_error = None
@@ -196,6 +202,7 @@ class ActorShell:
         token = current_call.set((None, f"{class_name}.__init__", actor_id, name, resources))
         if self.loop is not None:
             asyncio.set_event_loop(self.loop)
+        group_token = current_group.set(self.group)
         try:
             if failed is not None:
                 self.init_error = failed.value
@@ -204,6 +211,7 @@ class ActorShell:
         except BaseException as exc:  # noqa: BLE001
             self.init_error = task_failure(exc, f"{class_name}.__init__")
         finally:
+            current_group.reset(group_token)
             current_call.reset(token)
             if self.loop is not None:
                 asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
@@ -227,6 +235,7 @@ class ActorShell:
             return failed
         token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
         shell_token = current_shell.set(self)
+        group_token = current_group.set(self.group)
         try:
             result = getattr(self.instance, method_name)(*args, **kwargs)
             if inspect.isawaitable(result):
@@ -243,6 +252,7 @@ class ActorShell:
         except BaseException as exc:  # noqa: BLE001
             return Box(False, task_failure(exc, name, self.class_name))
         finally:
+            current_group.reset(group_token)
             current_shell.reset(shell_token)
             current_call.reset(token)
 

@@ -6,8 +6,10 @@ here, once, in Ray 2.60's shape.
 from ray_adapter.core import errors as core_errors
 from ray_adapter.core.errors import ActorDeath, WorkerDeath
 from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
-                                        ActorUnavailableError, GetTimeoutError, ObjectFreedError,
+                                        ActorUnavailableError, ActorUnschedulableError,
+                                        GetTimeoutError, NodeDiedError, ObjectFreedError,
                                         RaySystemError, RayTaskError, TaskCancelledError,
+                                        TaskPlacementGroupRemoved, TaskUnschedulableError,
                                         UnserializableException, WorkerCrashedError)
 
 _ACTOR_DEATH_TEXT = {
@@ -59,6 +61,13 @@ def actor_death_text(err):
         reason = f"The actor is dead because no worker process could be started for it: {err.detail}"
     elif err.cause is ActorDeath.TERMINATED:
         reason = f"The actor is dead: {err.detail}" if err.detail else "The actor is dead."
+    elif err.cause is ActorDeath.NODE_DIED:
+        reason = (f"The actor died because its node has died. Node Id: {err.node_id}\n"
+                  "\tthe actor's node was terminated expectedly: received SIGTERM")
+    elif err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED:
+        reason = ("The actor is dead because its worker process has died. Worker exit type: "
+                  "INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement "
+                  f"group was removed. Placement group id: {_hex(err.group_id)}")
     else:
         reason = _ACTOR_DEATH_TEXT.get(err.cause, "The actor is dead.")
     lines = [ActorDiedError.BASE_ERROR_MSG]
@@ -80,6 +89,17 @@ def _worker_crash_text(err):
             f"max_retries={err.max_retries}).")
 
 
+_NODE_AFFINITY_GONE = ("The node specified via NodeAffinitySchedulingStrategy doesn't exist any "
+                       "more or is infeasible, and soft=False was specified.")
+
+
+def _unschedulable_text(err):
+    if err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED:
+        return ("Could not create the actor because its associated placement group was removed.\n"
+                f"Required placement group {_hex(err.group_id)} is removed.")
+    return _NODE_AFFINITY_GONE
+
+
 def from_core_error(err):
     """The Ray exception for a :class:`ray_adapter.core.errors.CoreError`."""
     if isinstance(err, core_errors.TaskFailed):
@@ -91,6 +111,11 @@ def from_core_error(err):
     if isinstance(err, core_errors.WorkerDied):
         return WorkerCrashedError(_worker_crash_text(err))
     if isinstance(err, core_errors.ActorDied):
+        if err.cause is ActorDeath.UNSCHEDULABLE or (
+                err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED and not err.started):
+            exc = ActorUnschedulableError(_unschedulable_text(err))
+            exc.actor_id = _hex(err.actor_id)
+            return exc
         if err.creation_error is not None:
             exc = ActorDiedError(from_core_error(err.creation_error))
         else:
@@ -102,6 +127,21 @@ def from_core_error(err):
                   else f"IOError: the actor's worker process (pid={err.pid}) died with exit code "
                        f"{err.exit_code} and the actor is restarting")
         return ActorUnavailableError(f"The actor is temporarily unavailable: {detail}", err.actor_id)
+    if isinstance(err, core_errors.NodeDied):
+        return NodeDiedError(
+            f"Task failed because the node it was running on is dead or unavailable. Node IP: "
+            f"{err.ip}, node ID: {err.node_id}. This can happen if the node was preempted, had a "
+            "hardware failure, or its raylet crashed unexpectedly. To see node death information, "
+            f"use `ray list nodes --filter node_id={err.node_id}`, check the Ray dashboard cluster "
+            f"page, search the node ID in the GCS logs, or use `ray logs raylet.out -ip {err.ip}`.")
+    if isinstance(err, core_errors.Unschedulable):
+        return TaskUnschedulableError(
+            f"{_NODE_AFFINITY_GONE} name={err.task_name}")
+    if isinstance(err, core_errors.PlacementGroupRemoved):
+        return TaskPlacementGroupRemoved()
+    if isinstance(err, core_errors.PlacementGroupNameTaken):
+        return RaySystemError(f"Failed to create placement group '{_hex(err.group_id)}' because "
+                              f"name '{err.name}' already exists.")
     if isinstance(err, core_errors.ActorNameTaken):
         return name_taken_error(err.name, err.namespace)
     if isinstance(err, core_errors.ActorNotFound):

@@ -107,6 +107,10 @@ def _check_value(key, value):
                 raise ValueError(f"Use the 'num_cpus' and 'num_gpus' keyword instead of 'resources' for {name!r}.")
             if not isinstance(name, str) or not _is_number(amount) or amount < 0:
                 raise ValueError(f"Resource quantities must be non-negative numbers, got {name!r}: {amount!r}.")
+    if key in _PLACEMENT_KEYS:
+        from ray_adapter.ray._private import placement
+
+        placement.check_type(key, value)
     if key == "runtime_env":
         if not isinstance(value, dict):
             raise TypeError(f"runtime_env must be a dict or a ray.runtime_env.RuntimeEnv, got {type(value).__name__}.")
@@ -114,6 +118,11 @@ def _check_value(key, value):
         if env_vars is not None and not (isinstance(env_vars, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items())):
             raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str]")
+
+
+_PLACEMENT_KEYS = frozenset(("scheduling_strategy", "placement_group", "placement_group_bundle_index",
+                             "placement_group_capture_child_tasks", "label_selector",
+                             "accelerator_type"))
 
 
 def _value_in(value, allowed):
@@ -139,6 +148,10 @@ def _resources(options, default_cpus):
     for name, amount in out.items():
         if amount is not None and amount < 0:
             raise ValueError(f"Resource quantities must be nonnegative, got {name}={amount}.")
+    if options.get("accelerator_type"):
+        from ray_adapter.ray._private.placement import accelerator_resources
+
+        out.update(accelerator_resources(options["accelerator_type"]))
     return {k: v for k, v in out.items() if v}
 
 
@@ -149,15 +162,18 @@ def task_options(options, function_name):
     if isinstance(retry, list):
         retry = tuple(retry)
     max_retries = options.get("max_retries")
+    from ray_adapter.ray._private.placement import static_placement
+
+    resources = _resources(options, 1)
     return TaskOptions(
         name=options.get("name") or function_name,
         num_returns=1 if num_returns is None else num_returns,
-        resources=_resources(options, 1),
+        resources=resources,
         max_retries=3 if max_retries is None else max_retries,
         max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
         runtime_env=options.get("runtime_env"),
-        scheduling=None,
+        scheduling=static_placement(options, resources, function_name),
     )
 
 
@@ -180,9 +196,13 @@ def actor_options(options, cls, handle_meta, is_async):
     # Ray: an actor that names no resource holds no CPU while alive; one that names any
     # resource (other than memory) and not num_cpus holds 1 CPU for its lifetime.
     names_resources = options.get("num_gpus") is not None or bool(options.get("resources"))
+    from ray_adapter.ray._private.placement import static_placement
+
+    resources = _resources(options, 1 if names_resources else 0)
     return ActorOptions(
         class_name=cls.__name__,
-        resources=_resources(options, 1 if names_resources else 0),
+        resources=resources,
+        scheduling=static_placement(options, resources, cls.__name__, is_default_actor(options)),
         max_restarts=options.get("max_restarts") or 0,
         max_task_retries=options.get("max_task_retries") or 0,
         max_concurrency=max_concurrency,
@@ -194,6 +214,12 @@ def actor_options(options, cls, handle_meta, is_async):
         runtime_env=options.get("runtime_env"),
         handle_meta=handle_meta,
     )
+
+
+def is_default_actor(options):
+    """An actor naming no resource: 0 CPUs while alive, 1 CPU to be placed in a bundle (Ray)."""
+    return options.get("num_cpus") is None and options.get("num_gpus") is None and not (
+        options.get("resources") or options.get("memory"))
 
 
 def is_async_class(cls):

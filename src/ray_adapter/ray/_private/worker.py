@@ -49,32 +49,8 @@ class RayContext(dict):
                 f"ray_commit={self.ray_commit!r})")
 
 
-class _GlobalWorker:
-    """``ray._private.worker.global_worker``: the few attributes libraries read."""
+from ray_adapter.ray._private.global_worker import global_worker  # noqa: E402
 
-    @property
-    def mode(self):
-        ctx = context_if_started()
-        if ctx is None:
-            return None
-        return SCRIPT_MODE if ctx.is_driver else WORKER_MODE
-
-    @property
-    def connected(self):
-        return _core.is_started()
-
-    @property
-    def namespace(self):
-        return _ensure_core().context().namespace
-
-    @property
-    def current_job_id(self):
-        from ray_adapter.ray._raylet import JobID
-
-        return JobID(_ensure_core().context().job_id)
-
-
-global_worker = _GlobalWorker()
 _context = None
 
 
@@ -120,6 +96,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             address = os.environ.get("RAY_ADDRESS") or None
             if address is not None:
                 given["address"] = address
+        cluster = _cluster_nodes(address, num_cpus, num_gpus)
+        if cluster is not None:
+            address = given["address"] = None
         _options.check("init", given)
         _check_address(address)
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
@@ -133,7 +112,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             object_store_memory=object_store_memory, resources=dict(resources or {}),
             namespace=namespace, runtime_env=dict(runtime_env) if runtime_env else None,
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
-            address=None if address in (None, "local", "auto") else address)
+            address=None if address in (None, "local", "auto") else address,
+            labels=dict(labels or {}))
+        if cluster is not None:
+            head, opts.nodes = cluster
+            opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
+            opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
+            opts.resources, opts.labels = dict(head.resources), dict(head.labels)
         _, info = _core.start(opts)
         address_info = {
             "node_ip_address": info.get("node_ip_address", "127.0.0.1"),
@@ -150,6 +135,25 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _cluster_nodes(address, num_cpus, num_gpus):
+    """The nodes of the ``ray.cluster_utils.Cluster`` at ``address`` (None if it is not one)."""
+    if not address:
+        return None
+    from ray_adapter.ray import cluster_utils
+
+    found = cluster_utils._init_options_for(address)
+    if found is None:
+        return None
+    if num_cpus is not None or num_gpus is not None:
+        raise ValueError("When connecting to an existing cluster, num_cpus and num_gpus must "
+                         "not be provided.")
+    if _core.select_backend(None) != "embedded":
+        from ray_adapter import gaps
+
+        raise gaps.attribute_gap_error("ray.cluster_utils", "Cluster")
+    return found
 
 
 def _check_address(address):
@@ -179,6 +183,8 @@ def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
             return
         _core.shutdown()
         _context = None
+        if "ray_adapter.ray.cluster_utils" in sys.modules:
+            sys.modules["ray_adapter.ray.cluster_utils"]._disconnected()
 
 
 def _check_refs(object_refs):

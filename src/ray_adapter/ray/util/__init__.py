@@ -1,15 +1,11 @@
-"""``ray.util``: node address and named-actor listing (placement groups: see the matrix)."""
+"""``ray.util``: placement groups, node address, named-actor listing, ActorPool, accelerators."""
 from ray_adapter import gaps
+from ray_adapter.ray._private.services import get_node_ip_address
+from ray_adapter.ray.util import accelerators
 from ray_adapter.ray.util.actor_pool import ActorPool
-
-
-def get_node_ip_address(address="8.8.8.8:53"):
-    """The IP address of the node this process runs on (mirrors ``ray.util.get_node_ip_address``).
-    The embedded runtime's one node is ``127.0.0.1``; ``address`` is accepted for compatibility."""
-    from ray_adapter.ray._private.core_access import context_if_started
-
-    ctx = context_if_started()
-    return ctx.node_ip_address if ctx is not None else "127.0.0.1"
+from ray_adapter.ray.util.placement_group import (get_current_placement_group, get_placement_group,
+                                                  placement_group, placement_group_table,
+                                                  remove_placement_group)
 
 
 # The runtime-internal actors of ray.util.collective live here; Ray lists no such actor.

@@ -1,0 +1,103 @@
+"""``ray._private.worker.global_worker``: the attributes of Ray's global worker that libraries read.
+
+``mode`` (``SCRIPT_MODE`` in the driver, ``WORKER_MODE`` in tasks and actors), ``connected``,
+``namespace``, ``current_job_id``, ``worker_id``, ``gcs_client.address``,
+``node.node_ip_address``, ``placement_group_id``; all answered by the runtime core.
+"""
+from ray_adapter import core as _core
+from ray_adapter.ray._private.core_access import context_if_started
+from ray_adapter.ray._private.core_access import core as _ensure_core
+
+SCRIPT_MODE = 0
+WORKER_MODE = 1
+
+
+def _worker_module():
+    from ray_adapter.ray._private import worker
+
+    return worker
+
+
+class _GcsClient:
+    """``global_worker.gcs_client``: its ``address`` (what ``ray.init`` returned)."""
+
+    @property
+    def address(self):
+        return _ensure_core().context().gcs_address or (_worker_module()._context or {}).get("gcs_address", "")
+
+
+class _Node:
+    """``global_worker.node``: the caller's node (``node_ip_address``, ``node_id``)."""
+
+    @property
+    def node_ip_address(self):
+        return _ensure_core().context().node_ip_address
+
+    @property
+    def address_info(self):
+        return dict(_worker_module()._context or {})
+
+    @property
+    def node_id(self):
+        return _ensure_core().context().node_id.hex()
+
+    @property
+    def unique_id(self):
+        return self.node_id
+
+
+class _GlobalWorker:
+    """``ray._private.worker.global_worker``: the attributes libraries read (``mode``,
+    ``connected``, ``namespace``, ``current_job_id``, ``worker_id``, ``gcs_client.address``,
+    ``node.node_ip_address``, ``placement_group_id``)."""
+
+    gcs_client = _GcsClient()
+
+    @property
+    def node(self):
+        return _Node() if _core.is_started() else None
+
+    @property
+    def worker_id(self):
+        return _ensure_core().context().worker_id
+
+    @property
+    def placement_group_id(self):
+        from ray_adapter.ray._raylet import PlacementGroupID
+
+        group = _ensure_core().context().placement_group_id
+        return PlacementGroupID(group) if group else PlacementGroupID.nil()
+
+    @property
+    def should_capture_child_tasks_in_placement_group(self):
+        return bool(_ensure_core().context().capture_child_tasks)
+
+    def check_connected(self):
+        if not _core.is_started():
+            from ray_adapter.ray.exceptions import RaySystemError
+
+            raise RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
+
+    @property
+    def mode(self):
+        ctx = context_if_started()
+        if ctx is None:
+            return None
+        return SCRIPT_MODE if ctx.is_driver else WORKER_MODE
+
+    @property
+    def connected(self):
+        return _core.is_started()
+
+    @property
+    def namespace(self):
+        return _ensure_core().context().namespace
+
+    @property
+    def current_job_id(self):
+        from ray_adapter.ray._raylet import JobID
+
+        return JobID(_ensure_core().context().job_id)
+
+
+global_worker = _GlobalWorker()

@@ -1,0 +1,22 @@
+"""``ray._private.services``: the one name workloads import from it, ``get_node_ip_address``."""
+import socket
+
+from ray_adapter.ray._private.core_access import context_if_started
+
+
+def get_node_ip_address(address="8.8.8.8:53"):
+    """The IP address of the node the caller runs on (mirrors Ray's): inside the runtime the
+    node's address (the head is ``127.0.0.1``; virtual nodes have their own loopback address);
+    before ``ray.init()`` this machine's address as seen on the route to ``address`` (no packet
+    is sent), falling back to ``127.0.0.1``."""
+    ctx = context_if_started()
+    if ctx is not None:
+        return ctx.node_ip_address
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, int(port)))
+            return s.getsockname()[0]
+    except (OSError, ValueError):
+        return "127.0.0.1"
+

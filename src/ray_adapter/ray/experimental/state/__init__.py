@@ -1,0 +1,1 @@
+"""``ray.experimental.state``: Ray's deprecated alias package of ``ray.util.state``."""

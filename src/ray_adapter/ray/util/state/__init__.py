@@ -1,0 +1,192 @@
+"""``ray.util.state``: the State API, served by the runtime itself (no dashboard process).
+
+``list_actors`` / ``list_nodes`` / ``list_placement_groups`` / ``list_tasks`` /
+``list_workers`` return Ray's record dataclasses (``ActorState``, ``NodeState``, ...: fields as
+Ray 2.60's, detail-only fields None unless ``detail=True``); ``get_*`` return one record (a
+list of attempts for ``get_task``) or None; ``summarize_tasks`` / ``summarize_actors`` return
+Ray's summary dicts. ``filters`` are ``(column, "=" | "!=", value)`` tuples on filterable
+columns (strings compare case-insensitively), ``limit`` caps the number of records. The
+``address``, ``timeout`` and ``raise_on_missing_output`` arguments are accepted: the runtime
+answers in-process, completely. Jobs, objects, logs, runtime envs and cluster events are not
+provided (see the compat matrix).
+"""
+from ray_adapter import gaps
+from ray_adapter.ray._private.core_access import core, translated
+from ray_adapter.ray.util.state._schema import (ActorState, NodeState, PlacementGroupState,
+                                                TaskState, WorkerState)
+
+DEFAULT_LIMIT = 100
+DEFAULT_RPC_TIMEOUT = 30
+
+
+def _records(kind, symbol=None):
+    with translated:
+        try:
+            return core().state(kind)
+        except NotImplementedError:
+            # Provided on another backend; the matrix says why not on this one.
+            raise NotImplementedError(str(gaps.attribute_gap_error(
+                "ray.util.state", symbol or f"list_{kind}"))) from None
+
+
+def _node_record(n):
+    return {"node_id": n["node_id"], "node_ip": n["address"], "is_head_node": bool(n.get("is_head")),
+            "state": "ALIVE" if n["alive"] else "DEAD", "state_message": None,
+            "node_name": n["address"], "resources_total": dict(n["resources_total"]),
+            "labels": dict(n.get("labels") or {}),
+            "start_time_ms": int(n["start_time"] * 1000) if n.get("start_time") else None,
+            "end_time_ms": int(n["end_time"] * 1000) if n.get("end_time") else None}
+
+
+def _group_record(g):
+    gid = g["placement_group_id"].hex()
+    nodes = g["bundle_nodes"]
+    return {"placement_group_id": gid, "name": g["name"], "creator_job_id": g["creator_job_id"].hex(),
+            "state": g["state"], "is_detached": g["detached"], "stats": dict(g["stats"]),
+            "bundles": [{"bundle_id": f"{gid}", "bundle_index": i, "node_id": nodes[i] if i < len(nodes) else None,
+                         "unit_resources": dict(b), "label_selector": {}}
+                        for i, b in enumerate(g["bundles"])]}
+
+
+_SOURCES = {
+    "actors": (ActorState, lambda r: r),
+    "nodes": (NodeState, _node_record),
+    "placement_groups": (PlacementGroupState, _group_record),
+    "tasks": (TaskState, lambda r: r),
+    "workers": (WorkerState, lambda r: r),
+}
+
+
+def _matches(record, filters, schema):
+    for column, predicate, value in filters or ():
+        column = column.lower()
+        if column not in schema.filterable_columns():
+            raise ValueError(f"The given filter column {column} is not supported. Enter filters "
+                             "with –-filter key=value or –-filter key!=value Supported filter "
+                             f"columns: {schema.filterable_columns()}")
+        if predicate not in ("=", "!="):
+            raise ValueError(f"Unsupported filter predicate {predicate!r}; use '=' or '!='.")
+        actual = record.get(column)
+        if isinstance(value, str) and isinstance(actual, str):
+            equal = actual.lower() == value.lower()
+        elif isinstance(value, str) and isinstance(actual, (bool, int, float)):
+            equal = str(actual).lower() == value.lower()
+        else:
+            equal = actual == value
+        if equal != (predicate == "="):
+            return False
+    return True
+
+
+def _list(kind, filters, limit, detail):
+    schema, convert = _SOURCES[kind]
+    out = []
+    for raw in _records(kind):
+        record = convert(raw)
+        if _matches(record, filters, schema):
+            out.append(schema.from_record(record, detail))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def list_actors(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
+                detail=False, raise_on_missing_output=True, _explain=False):
+    """Actors of this runtime (live and dead), as :class:`ActorState` records."""
+    return _list("actors", filters, limit, detail)
+
+
+def list_nodes(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
+               detail=False, raise_on_missing_output=True, _explain=False):
+    """Nodes (removed ones with ``state="DEAD"``), as :class:`NodeState` records."""
+    return _list("nodes", filters, limit, detail)
+
+
+def list_placement_groups(address=None, filters=None, limit=DEFAULT_LIMIT,
+                          timeout=DEFAULT_RPC_TIMEOUT, detail=False, raise_on_missing_output=True,
+                          _explain=False):
+    """Placement groups, as :class:`PlacementGroupState` records."""
+    return _list("placement_groups", filters, limit, detail)
+
+
+def list_tasks(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
+               detail=False, raise_on_missing_output=True, _explain=False):
+    """Tasks, actor calls and actor creations (a bounded history, finished ones included),
+    as :class:`TaskState` records."""
+    return _list("tasks", filters, limit, detail)
+
+
+def list_workers(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
+                 detail=False, raise_on_missing_output=True, _explain=False):
+    """The driver and the live worker processes, as :class:`WorkerState` records."""
+    return _list("workers", filters, limit, detail)
+
+
+def _get(kind, column, value):
+    found = _list(kind, [(column, "=", value)], None, True)
+    return found[0] if found else None
+
+
+def get_actor(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
+    """The :class:`ActorState` of actor ``id`` (hex), or None."""
+    return _get("actors", "actor_id", id)
+
+
+def get_node(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
+    return _get("nodes", "node_id", id)
+
+
+def get_placement_group(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
+    return _get("placement_groups", "placement_group_id", id)
+
+
+def get_worker(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
+    return _get("workers", "worker_id", id)
+
+
+def get_task(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
+    """The attempts of task ``id`` (hex, or an ObjectRef it returned) as a list of
+    :class:`TaskState`, or None."""
+    if isinstance(id, str):
+        task_id = id
+    else:
+        task_id = id.task_id()
+        task_id = task_id if isinstance(task_id, str) else task_id.hex()
+    found = _list("tasks", [("task_id", "=", task_id)], None, True)
+    return found or None
+
+
+def summarize_tasks(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
+                    _explain=False):
+    """``{"cluster": {"summary": {name: {"func_or_class_name", "type", "state_counts"}},
+    "total_tasks", "total_actor_tasks", "total_actor_scheduled", "summary_by": "func_name"}}``."""
+    summary, totals = {}, {"NORMAL_TASK": 0, "ACTOR_TASK": 0, "ACTOR_CREATION_TASK": 0}
+    for task in _records("tasks", "summarize_tasks"):
+        key = task.get("name") or task.get("func_or_class_name")
+        entry = summary.setdefault(key, {"func_or_class_name": key, "type": task["type"],
+                                         "state_counts": {}})
+        entry["state_counts"][task["state"]] = entry["state_counts"].get(task["state"], 0) + 1
+        totals[task["type"]] = totals.get(task["type"], 0) + 1
+    return {"cluster": {"summary": summary, "total_tasks": totals["NORMAL_TASK"],
+                        "total_actor_tasks": totals["ACTOR_TASK"],
+                        "total_actor_scheduled": totals["ACTOR_CREATION_TASK"],
+                        "summary_by": "func_name"}}
+
+
+def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
+                     _explain=False):
+    """``{"cluster": {"summary": {class_name: {"class_name", "state_counts"}}, "total_actors",
+    "summary_by": "class"}}``."""
+    summary = {}
+    actors = _records("actors")
+    for actor in actors:
+        entry = summary.setdefault(actor["class_name"], {"class_name": actor["class_name"],
+                                                         "state_counts": {}})
+        entry["state_counts"][actor["state"]] = entry["state_counts"].get(actor["state"], 0) + 1
+    return {"cluster": {"summary": summary, "total_actors": len(actors), "summary_by": "class"}}
+
+
+__all__ = ["get_actor", "get_node", "get_placement_group", "get_task", "get_worker", "list_actors",
+           "list_nodes", "list_placement_groups", "list_tasks", "list_workers", "summarize_actors",
+           "summarize_tasks"]
+__getattr__ = gaps.module_getattr("ray.util.state")

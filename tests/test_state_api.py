@@ -1,0 +1,127 @@
+"""The State API (``ray.util.state``, ``ray.experimental.state.api``), ``ray._private.state``,
+``ray._private.services``, ``global_worker`` and ``ray.timeline``, served by the runtime."""
+import importlib
+import json
+
+import pytest
+
+
+def state_api():
+    return importlib.import_module("ray_adapter.ray.util.state")
+
+
+def test_actors_nodes_groups_and_workers(ray):
+    st = state_api()
+
+    @ray.remote
+    class Counter:
+        def ping(self):
+            return 1
+
+    named = Counter.options(name="counter").remote()
+    ray.get(named.ping.remote(), timeout=30)
+    pg = ray.util.placement_group([{"CPU": 0.5}], name="g")
+    ray.get(pg.ready(), timeout=30)
+    actors = st.list_actors()
+    (record,) = [a for a in actors if a.name == "counter"]
+    assert record.class_name == "Counter" and record.state == "ALIVE"
+    assert record["actor_id"] == named._actor_id.hex() and record.get("ray_namespace") is not None
+    assert record.required_resources is None  # a detail column
+    assert st.get_actor(record.actor_id).required_resources == {}
+    assert st.list_actors(filters=[("state", "=", "alive")]) == [r for r in actors if r.state == "ALIVE"]
+    assert st.list_actors(filters=[("state", "!=", "ALIVE")]) == []
+    with pytest.raises(ValueError, match="not supported"):
+        st.list_actors(filters=[("required_resources", "=", "x")])
+    (node,) = st.list_nodes()
+    assert node.state == "ALIVE" and node.is_head_node and node.node_id == ray.get_runtime_context().get_node_id()
+    assert st.get_node(node.node_id).node_id == node.node_id
+    (group,) = st.list_placement_groups(detail=True)
+    assert group.name == "g" and group.state == "CREATED" and group.bundles[0]["unit_resources"] == {"CPU": 0.5}
+    assert st.get_placement_group(pg.id.hex()).placement_group_id == pg.id.hex()
+    assert any(w.worker_type == "DRIVER" for w in st.list_workers())
+    summary = st.summarize_actors()["cluster"]
+    assert summary["summary"]["Counter"]["state_counts"] == {"ALIVE": 1} and summary["summary_by"] == "class"
+    api = importlib.import_module("ray_adapter.ray.experimental.state.api")
+    assert api.list_actors is st.list_actors and api.get_actor(record.actor_id).name == "counter"
+
+
+@pytest.mark.embedded_only("the yuanrong backend records no task events")
+def test_tasks_summary_and_timeline(ray, tmp_path):
+    st = state_api()
+
+    @ray.remote
+    def square(x):
+        return x * x
+
+    @ray.remote
+    def boom():
+        raise ValueError("no")
+
+    @ray.remote
+    class Acc:
+        def add(self, x):
+            return x
+
+    assert ray.get([square.remote(i) for i in range(3)], timeout=30) == [0, 1, 4]
+    with pytest.raises(ValueError):
+        ray.get(boom.remote(), timeout=30)
+    acc = Acc.remote()
+    ray.get(acc.add.remote(1), timeout=30)
+    tasks = st.list_tasks()
+    assert sorted(t.state for t in tasks if t.name == "square") == ["FINISHED"] * 3
+    (failed,) = [t for t in tasks if t.name == "boom"]
+    assert failed.state == "FAILED" and failed.type == "NORMAL_TASK" and failed.worker_pid
+    assert {t.type for t in tasks} == {"NORMAL_TASK", "ACTOR_TASK", "ACTOR_CREATION_TASK"}
+    ref = square.remote(5)
+    ray.get(ref, timeout=30)
+    (attempt,) = st.get_task(ref)
+    assert attempt.name == "square" and attempt.start_time_ms <= attempt.end_time_ms
+    summary = st.summarize_tasks()["cluster"]
+    assert summary["summary"]["square"]["state_counts"] == {"FINISHED": 4}
+    assert summary["total_tasks"] == 5 and summary["total_actor_tasks"] == 1
+    assert summary["total_actor_scheduled"] == 1
+    path = tmp_path / "trace.json"
+    assert ray.timeline(str(path)) is None
+    events = json.loads(path.read_text())
+    assert {e["cat"] for e in events} >= {"task::square", "task::boom", "task::Acc.add", "task::Acc.__init__"}
+    assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"].startswith("worker:") for e in events)
+    assert ray.timeline() == [] or isinstance(ray.timeline(), list)
+
+
+def test_private_state_services_and_global_worker(ray):
+    state = importlib.import_module("ray_adapter.ray._private.state")
+    services = importlib.import_module("ray_adapter.ray._private.services")
+    worker = importlib.import_module("ray_adapter.ray._private.worker")
+    node_id = ray.get_runtime_context().get_node_id()
+    pg = ray.util.placement_group([{"CPU": 1}])
+    ray.get(pg.ready(), timeout=30)
+    free = state.available_resources_per_node()
+    total = state.total_resources_per_node()
+    assert list(free) == [node_id] == list(total)
+    assert total[node_id]["CPU"] == 2.0 and free[node_id]["CPU"] == 1.0
+    assert free[node_id][f"CPU_group_0_{pg.id.hex()}"] == 1.0
+    table = state.state.placement_group_table(pg.id)
+    assert table["bundles_to_node_id"] == {0: node_id} and table["state"] == "CREATED"
+    assert pg.id.hex() in state.state.placement_group_table()
+    assert services.get_node_ip_address() == ray.util.get_node_ip_address() == "127.0.0.1"
+    gw = worker.global_worker
+    assert gw.mode == worker.SCRIPT_MODE and gw.node.node_ip_address == "127.0.0.1"
+    assert gw.gcs_client.address == ray.get_runtime_context().gcs_address != ""
+    assert gw.current_job_id.hex() == ray.get_runtime_context().get_job_id()
+
+    @ray.remote
+    def inside():
+        w = worker.global_worker
+        return w.mode, w.node.node_ip_address, ray._private.services.get_node_ip_address()
+
+    assert ray.get(inside.remote(), timeout=30) == (worker.WORKER_MODE, "127.0.0.1", "127.0.0.1")
+
+
+def test_runtime_context_reports_placement_and_reconstruction(ray):
+    ctx = ray.get_runtime_context()
+    assert ctx.was_current_actor_reconstructed is False  # a property, as in Ray
+    assert ctx.get_placement_group_id() is None and ctx.current_placement_group_id.is_nil()
+    ids = ctx.get_accelerator_ids()
+    assert set(ids) == {"GPU", "neuron_cores", "NPU", "MBLT", "RBLN", "TPU", "HPU", "FURIOSA", "TTNPU"}
+    assert all(v == [] for v in ids.values())
+    assert ctx.get_node_labels()["ray.io/node-id"] == ctx.get_node_id()
