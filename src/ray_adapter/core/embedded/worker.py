@@ -10,6 +10,7 @@ The worker is a child subreaper and leads its own process group: when the driver
 socket closes, for whatever reason (even SIGKILL), the worker kills every process its tasks
 started, then exits, so nothing is left behind.
 """
+import inspect
 import os
 import queue
 import signal
@@ -19,7 +20,7 @@ import threading
 import traceback
 
 from ray_adapter.core import errors, shm
-from ray_adapter.core.embedded import executors, protocol
+from ray_adapter.core.embedded import executors, protocol, streaming
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
@@ -51,6 +52,8 @@ class Worker:
         self.cancel_requested = None
         self.cancelled = set()          # cancelled before they started
         self.exit_actor_after_call = False
+        self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
+        self.budget = streaming.Budget()  # backpressure of a streaming task's items
 
     def send(self, message, buffers=()):
         self.channel.send(protocol.encode(message), buffers)
@@ -69,13 +72,14 @@ class Worker:
                 message = decode(body)
                 kind = type(message)
                 if kind is protocol.CallActor:
-                    host = self.actor
-                    if host is not None and host.concurrent:
-                        host.submit(message, buffers)
-                    else:
-                        self.exec_queue.put((message, buffers))
+                    self.actor.accept(message, buffers)
                 elif kind is protocol.RunTask:
+                    if message.streaming:  # before any ack for it can arrive
+                        self.budget.open(message.task_id, message.backpressure)
                     self.exec_queue.put((message, buffers))
+                elif kind is protocol.StreamAck:
+                    (self.actor.budget if self.actor is not None else self.budget).ack(
+                        message.task_id, message.consumed)
                 elif kind is protocol.Reply or kind is protocol.GetReply:
                     self.core.on_reply(message, buffers)
                 elif kind is protocol.Function:
@@ -113,11 +117,10 @@ class Worker:
         self.send(protocol.Hello(protocol.VERSION, os.getpid()))
 
     def on_cancel(self, task_id, force):
-        if self.actor is not None and self.actor.cancel(task_id):
+        if self.actor is not None:  # actor calls are flagged, never interrupted (as in Ray)
+            self.actor.cancel(task_id)
             return
-        if self.running_task != task_id:
-            # Queued here, or running on a threaded actor's pool (a thread cannot be
-            # interrupted): either way the call is answered as cancelled.
+        if self.running_task != task_id:  # queued here: answered as cancelled when it comes up
             self.cancelled.add(task_id)
             return
         if force:
@@ -167,6 +170,7 @@ class Worker:
         task_id, name, num_returns = message.task_id, message.name, message.num_returns
         if task_id in self.cancelled:
             self.cancelled.discard(task_id)
+            self.budget.close(task_id)
             self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
             return
         self.assigned_resources, self.gpu_ids = message.resources, message.gpu_ids
@@ -179,15 +183,18 @@ class Worker:
                 fn = self.load(message.key)
                 args, kwargs = executors.resolve_args(message.args, message.deps, buffers)
                 result = fn(*args, **kwargs)
+                if message.streaming:  # its items go out as it yields (a cancel interrupts it)
+                    reply = streaming.produce(self, task_id, name, result, self.budget)
             finally:
                 self.running_task = None
                 self.cancel_requested = None
-            reply = executors.pack_results(result, num_returns)
+                if message.streaming:
+                    self.budget.close(task_id)
+            if not message.streaming:
+                reply = executors.pack_results(result, num_returns, inspect.isgeneratorfunction(fn), name)
         except (executors.Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
-            failure = executors.task_failure(exc, name, None)
-            failure.cause = errors.TaskCancelled(task_id)
-            reply = executors.pack_error(failure)
+            reply = executors.pack_error(executors.cancelled_failure(exc, task_id, name))
         except SystemExit:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).

@@ -70,13 +70,17 @@ class ClusterMixin:
         meta = None
         if actor_id is not None and actor_id in self._actors:
             meta = self._actors[actor_id].info.handle_meta
+        host = shell.current_shell.get()
         return CallContext(
             job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
             namespace=self.namespace, is_driver=not in_call,
             task_id=task_id if in_call else None, actor_id=actor_id, task_name=task_name,
             actor_name=actor_name,
             assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
-            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip())
+            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip(),
+            is_canceled=shell.cancel_requested(task_id),
+            actor_is_async=host is not None and host.loop is not None,
+            was_restarted=host is not None and host.restart_count > 0)
 
     def _node_ip(self):
         if self.local_mode:
