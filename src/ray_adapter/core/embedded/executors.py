@@ -198,10 +198,15 @@ class ActorHost:
 
     def _async_done(self, message, future):
         self.async_calls.pop(message.task_id, None)
-        if future.cancelled():
-            self.cancel_flags.discard(message.task_id)
-            self.budget.close(message.task_id)  # cancelled before its coroutine started: answer it here
-            self.worker.send_done(message.task_id, pack_error(errors.TaskCancelled(message.task_id)))
+        if future.cancelled():  # answered here; the coroutine's own answer comes second, ignored
+            task_id = message.task_id
+            self.cancel_flags.discard(task_id)
+            self.budget.close(task_id)
+            error = errors.TaskCancelled(task_id)
+            if message.streaming:  # a cancelled stream: RayTaskError(TaskCancelledError), as Ray
+                error = cancelled_failure(asyncio.CancelledError(), task_id, message.name,
+                                          self.worker.actor_class_name)
+            self.worker.send_done(task_id, pack_error(error))
             flush_posted()
 
     def cancel(self, task_id):
