@@ -134,15 +134,19 @@ def _post_item(worker, task_id, index, value):
     except Exception as exc:  # noqa: BLE001 - an unserializable item ends the stream
         _post_error(worker, task_id, index, task_failure(exc, "", None))
         return False
-    # Sent now, not posted: an item yielded before the process dies (os._exit, a crash)
-    # reaches the caller, as in Ray.
-    worker.send(protocol.StreamItem(task_id, index, True, payload), buffers)
+    _send(worker, protocol.StreamItem(task_id, index, True, payload), buffers)
     return True
 
 
 def _post_error(worker, task_id, index, failure):
     _, payloads, buffers = pack_error(failure)
-    worker.send(protocol.StreamItem(task_id, index, False, payloads[0]), buffers)
+    _send(worker, protocol.StreamItem(task_id, index, False, payloads[0]), buffers)
+
+
+def _send(worker, message, buffers):
+    # Sent now, not posted: an item yielded before the process dies (os._exit, a crash)
+    # reaches the caller, as in Ray (and a cancel's signal never cuts the frame).
+    worker.send(message, buffers)
 
 
 def not_a_generator(result, name):

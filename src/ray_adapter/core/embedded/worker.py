@@ -10,6 +10,7 @@ The worker is a child subreaper and leads its own process group: when the driver
 socket closes, for whatever reason (even SIGKILL), the worker kills every process its tasks
 started, then exits, so nothing is left behind.
 """
+import contextlib
 import inspect
 import os
 import queue
@@ -25,6 +26,9 @@ from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_pos
                                                 flushes_before_blocking)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.execution import apply_env, restore_env
+
+
+_MAIN_THREAD = threading.main_thread()
 
 
 class Worker:
@@ -53,10 +57,16 @@ class Worker:
         self.cancelled = set()          # cancelled before they started
         self.exit_actor_after_call = False
         self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
+        self.sending = False            # the main thread is writing a frame (see whole_frames)
         self.budget = streaming.Budget()  # backpressure of a streaming task's items
 
     def send(self, message, buffers=()):
-        self.channel.send(protocol.encode(message), buffers)
+        """Write ``message`` now (from the main thread, a cancel's signal cannot cut it)."""
+        if threading.current_thread() is _MAIN_THREAD:
+            with self.whole_frames():
+                self.channel.send(protocol.encode(message), buffers)
+        else:
+            self.channel.send(protocol.encode(message), buffers)
 
     def post(self, message, buffers=()):
         """Queue ``message`` for the next batch (written before this process next blocks)."""
@@ -129,6 +139,21 @@ class Worker:
         signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def _on_sigusr1(self, signum, frame):
+        if self.cancel_requested is not None and self.cancel_requested == self.running_task:
+            if self.sending:  # never in the middle of a frame: raised once it is written
+                return
+            self.cancel_requested = None
+            raise executors.Cancelled()
+
+    @contextlib.contextmanager
+    def whole_frames(self):
+        """Send from the main thread without a cancel's signal cutting a frame in two; a
+        cancel that arrived meanwhile is raised after it."""
+        self.sending = True
+        try:
+            yield
+        finally:
+            self.sending = False
         if self.cancel_requested is not None and self.cancel_requested == self.running_task:
             self.cancel_requested = None
             raise executors.Cancelled()

@@ -158,7 +158,8 @@ class ActorShell:
         if self.loop is not None and (inspect.iscoroutine(result) or inspect.isasyncgen(result)
                                       or semaphore is not None):
             ctx = contextvars.copy_context()
-            work = _guarded(semaphore, result, streaming, task_id, name, self.class_name, num_returns)
+            work = _guarded(semaphore, result, streaming, task_id, name, self.class_name, num_returns,
+                            inspect.isgeneratorfunction(method))
             return asyncio.run_coroutine_threadsafe(_in_context(ctx, work), self.loop).result()
         if inspect.iscoroutine(result):  # an async method on a non-async actor
             result = asyncio.run(result)
@@ -190,7 +191,8 @@ class ActorShell:
         return Box(False, self.death)
 
 
-async def _guarded(semaphore, result, streaming, task_id, name, class_name, num_returns):
+async def _guarded(semaphore, result, streaming, task_id, name, class_name, num_returns,
+                   generator_function):
     """A call's work on the actor's loop, inside its group's semaphore."""
     async def run():
         value = result
@@ -202,7 +204,7 @@ async def _guarded(semaphore, result, streaming, task_id, name, class_name, num_
                                 class_name)
         if inspect.iscoroutine(value):  # not any awaitable: an ObjectRef is one
             value = await value
-        return result_box(value, num_returns)
+        return result_box(value, num_returns, generator_function)
 
     if semaphore is None:
         return await run()
