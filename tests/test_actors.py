@@ -248,7 +248,7 @@ def test_crash_restarts_with_max_restarts(ray):
 
         def pid(self):
             self.calls += 1
-            return os.getpid(), self.calls, ray.get_runtime_context().was_current_actor_reconstructed()
+            return os.getpid(), self.calls, ray.get_runtime_context().was_current_actor_reconstructed
 
         def crash(self):
             os._exit(1)

@@ -103,7 +103,9 @@ class RuntimeContext:
     def get_resource_ids(self):
         return self.get_accelerator_ids()
 
+    @property
     def was_current_actor_reconstructed(self):
+        """True inside an actor that was restarted (a property, as in Ray)."""
         return bool(self._ctx().was_restarted)
 
     def get_placement_group_id(self):

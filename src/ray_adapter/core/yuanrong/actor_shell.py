@@ -108,7 +108,8 @@ class ActorShell:
         return asyncio.run(coro)
 
     def call(self, meta, packed_args, *deps):
-        method_name, task_id, name, num_returns, dep_indexes, streaming, group, retry_on, retries = meta
+        (method_name, task_id, name, num_returns, dep_indexes, streaming, group, retry_on, retries,
+         crash_retries) = meta
         limit = self._limits.get(group or "") if self._limits else None
         if self._limits and limit is None:
             return Box(False, task_failure(ValueError(
@@ -116,15 +117,15 @@ class ActorShell:
         try:
             if limit is None or self.loop is not None:
                 return self._call(method_name, task_id, name, num_returns, dep_indexes, streaming,
-                                  limit, retry_on, retries, packed_args, deps)
+                                  limit, retry_on, retries, crash_retries, packed_args, deps)
             with limit:
                 return self._call(method_name, task_id, name, num_returns, dep_indexes, streaming,
-                                  None, retry_on, retries, packed_args, deps)
+                                  None, retry_on, retries, crash_retries, packed_args, deps)
         finally:
             _forget_cancel(task_id)
 
     def _call(self, method_name, task_id, name, num_returns, dep_indexes, streaming, semaphore,
-              retry_on, retries, packed_args, deps):
+              retry_on, retries, crash_retries, packed_args, deps):
         if self.exited:
             return Box(False, self.death or errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED,
                                                              self.class_name))
@@ -142,7 +143,12 @@ class ActorShell:
                     return self._run(method_name, task_id, name, num_returns, streaming, semaphore,
                                      args, kwargs)
                 except SystemExit as exc:
-                    return self._exit(exc)
+                    box = self._exit(exc)
+                    if (crash_retries != 0 and isinstance(box.value, errors.ActorUnavailable)
+                            and self.init_error is None):
+                        crash_retries -= 1  # max_task_retries: replayed on the restarted actor
+                        continue
+                    return box
                 except BaseException as exc:  # noqa: BLE001
                     if retries != 0 and _should_retry(exc, retry_on):
                         retries -= 1

@@ -121,7 +121,7 @@ class ActorsMixin:
             retries = actor.options.max_task_retries if actor.options is not None else 0
         retry_on = options.retry_exceptions
         meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes, streaming,
-                options.concurrency_group or "", retry_on, retries if retry_on else 0)
+                options.concurrency_group or "", retry_on, retries if retry_on else 0, retries)
         try:
             if streaming:
                 limit = options.generator_backpressure
