@@ -32,6 +32,22 @@ def run_code(code, **kwargs):
     return run_python(["-c", code], **kwargs)
 
 
+def when_restarted(ray, call, timeout=30):
+    """``ray.get(call())`` once the actor is back: as in Ray, a call made while the actor is
+    restarting (and may not be retried) fails with ActorUnavailableError, so a caller retries
+    (the S7 pattern of real workloads) until the restart is done."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get(call(), timeout=timeout)
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def process_alive(pid):
     """True while ``pid`` runs (a zombie, or a process gone meanwhile, is not alive)."""
     try:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import process_alive
+from conftest import process_alive, when_restarted
 
 
 def test_stateful_actor_runs_calls_in_submission_order(ray):
@@ -68,7 +68,10 @@ def test_actor_forms_and_repr(ray):
         a.value()
     with pytest.raises(AttributeError, match="'ActorHandle' object has no attribute 'nope'"):
         a.nope
-    assert A.__ray_actor_class__ is Plain and A.__ray_metadata__.modified_class is Plain
+    # As in Ray: the metadata's class is Ray's modified subclass of the user's class.
+    modified = A.__ray_metadata__.modified_class
+    assert A.__ray_actor_class__ is Plain and modified is not Plain and issubclass(modified, Plain)
+    assert modified.__ray_actor_class__ is Plain and isinstance(A, Plain)
 
 
 def test_handles_pass_to_tasks_and_actors(ray):
@@ -255,7 +258,7 @@ def test_crash_restarts_with_max_restarts(ray):
     assert not restarted
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(p.crash.remote(), timeout=10)
-    second_pid, calls, restarted = ray.get(p.pid.remote(), timeout=10)
+    second_pid, calls, restarted = when_restarted(ray, p.pid.remote)
     assert second_pid != first_pid and calls == 1 and restarted  # state reset by the restart
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(p.crash.remote(), timeout=10)

@@ -347,7 +347,8 @@ def test_invalid_and_unsupported_options(ray):
     assert "compat_matrix" in str(info.value)
     with pytest.raises(RayAdapterOptionError, match="working_dir"):
         ray.remote(runtime_env={"working_dir": "."})(f)
-    with pytest.raises(RayAdapterOptionError, match="streaming"):
+    # As Ray: a generator mode on a plain function is a ValueError at decoration.
+    with pytest.raises(ValueError, match="can only be used with generator functions"):
         ray.remote(num_returns="streaming")(f)
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import process_alive, run_code
+from conftest import when_restarted, process_alive, run_code
 
 THREADS = "yr local mode runs tasks as threads of the driver process"
 
@@ -287,7 +287,7 @@ def test_in_flight_call_to_a_restarting_actor_raises_actor_unavailable(ray):
         ray.get(in_flight, timeout=30)
     assert isinstance(info.value, ray.exceptions.RayActorError)
     assert "The task may or may not have been executed on the actor" in str(info.value)
-    assert ray.get(p.ping.remote(), timeout=30) == "pong"  # calls after the restart are served
+    assert when_restarted(ray, p.ping.remote) == "pong"  # calls after the restart are served
 
 
 @pytest.mark.embedded_only(THREADS)

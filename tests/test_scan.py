@@ -220,5 +220,5 @@ def test_the_method_options_section_is_used(tmp_path):
     assert at(found, 18, "method.num_returns").status == "supported"       # @ray.method(num_returns=2)
     assert at(found, 39, "method.num_returns").detail == "=1"              # a.two.options(num_returns=1)
     src = tmp_path / "m.py"
-    src.write_text("import ray\nclass A:\n    @ray.method(concurrency_group='io')\n    def f(self): pass\n")
-    assert at(findings(src), 3, "method.concurrency_group").status == "gap"
+    src.write_text("import ray\nclass A:\n    @ray.method(tensor_transport='nccl')\n    def f(self): pass\n")
+    assert at(findings(src), 3, "method.tensor_transport").status == "gap"

@@ -20,7 +20,8 @@ from conftest import EXAMPLES, PROGRAMS, run_code, run_python
 # warns once per (section, keyword) and process.
 OPTION_CASES = [
     ("task", "scheduling_strategy", "SPREAD"),
-    ("task", "num_returns", "streaming"),
+    ("task", "num_returns", 2),
+    ("task", "_generator_backpressure_num_objects", 4),
     ("task", "accelerator_type", "A100"),
     ("task", "num_cpu", 1),
     ("task", "runtime_env", {"pip": ["requests"]}),

@@ -117,14 +117,29 @@ class ActorDied(CoreError):
 class ActorUnavailable(CoreError):
     """A call was in flight when the actor's process died and the actor is restarting: the
     call may or may not have run. ``restarted_by_kill`` tells ``ray.kill(no_restart=False)``
-    from a crash."""
+    from a crash; ``while_restarting``: the call was made while the actor was restarting (and
+    had no retries to wait for it)."""
 
-    def __init__(self, actor_id, pid=None, exit_code=None, restarted_by_kill=False):
+    def __init__(self, actor_id, pid=None, exit_code=None, restarted_by_kill=False,
+                 while_restarting=False):
         super().__init__(actor_id)
         self.actor_id = actor_id
         self.pid = pid
         self.exit_code = exit_code
         self.restarted_by_kill = restarted_by_kill
+        self.while_restarting = while_restarting
+
+
+class PendingCallsLimit(CoreError):
+    """A call was refused: the caller already has ``limit`` unfinished calls on the actor
+    (``max_pending_calls``). ``method`` is the call's task name."""
+
+    def __init__(self, actor_id, class_name, method, limit):
+        super().__init__(actor_id, method, limit)
+        self.actor_id = actor_id
+        self.class_name = class_name
+        self.method = method
+        self.limit = limit
 
 
 class NodeDied(CoreError):
@@ -193,10 +208,11 @@ class NotInitialized(CoreError):
 
 
 class Unserializable(CoreError):
-    """A value could not be serialized: ``what`` says which (an argument, a return value),
-    ``error`` is the serializer's exception as text."""
+    """A value could not be serialized: ``what`` says which (``"argument"``, ``"put value"``),
+    ``error`` is the serializer's exception as text, ``value_repr`` the value's repr."""
 
-    def __init__(self, what, error):
+    def __init__(self, what, error, value_repr=None):
         super().__init__(what, error)
         self.what = what
         self.error = error
+        self.value_repr = value_repr

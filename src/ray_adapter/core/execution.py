@@ -1,6 +1,8 @@
 """Helpers shared by every place that runs user code for the core (embedded workers, the
 Yuanrong task runner and actor shell): per-call environment variables, the failure record of a
-raised exception, and the split of a multi-value return."""
+raised exception, the split of a multi-value return, building an actor instance (``async def
+__init__`` too) and finding its methods, and serializing call arguments."""
+import inspect
 import os
 import threading
 import traceback
@@ -44,16 +46,128 @@ def task_failure(exc, name, actor_repr=None):
                              cause_repr=repr(exc))
 
 
-def split_returns(result, num_returns):
-    """``(result,)`` for one return, else the ``num_returns`` values of ``result``; raises
-    ``ValueError`` (as Ray) when the count differs."""
-    if num_returns == 1:
+def split_returns(result, num_returns, generator_function=False):
+    """``(result,)`` for one return, else the ``num_returns`` values of ``result``. As Ray:
+    ``TypeError`` for a result without a length, ``ValueError`` when the count differs. The
+    generator of a generator function (called with an integer ``num_returns``) gives its
+    first ``num_returns`` values."""
+    if generator_function and inspect.isgenerator(result):
+        # A generator function with an integer num_returns: its first values are the returns.
+        values = []
+        for value in result:
+            if len(values) == num_returns:
+                result.close()
+                _stderr(f"Task returned more than num_returns={num_returns} objects; the "
+                        "values after the first ones are dropped.")
+                break
+            values.append(value)
+        result = values
+    elif num_returns == 1:
         return (result,)
+    count = len(result)  # TypeError ("object of type 'int' has no len()"), as in Ray
+    if count != num_returns:
+        raise ValueError(f"Task returned {count} objects, but num_returns={num_returns}.")
+    return tuple(result)
+
+
+def _stderr(text):
+    import sys
+
     try:
-        values = tuple(result)
-    except TypeError:
-        values = None
-    if values is None or len(values) != num_returns:
-        got = len(values) if values is not None else "a non-sequence"
-        raise ValueError(f"Task returned {got} objects, but num_returns={num_returns}.")
-    return values
+        sys.stderr.write(text + "\n")
+    except (OSError, ValueError):
+        pass
+
+
+def serialize_args(args, kwargs):
+    """``serialization.dumps((args, kwargs))``; a value that cannot be serialized raises
+    :class:`errors.Unserializable` naming the first argument that fails."""
+    from ray_adapter.core import serialization
+
+    try:
+        return serialization.dumps((args, kwargs))
+    except Exception as exc:  # noqa: BLE001 - whatever the pickler raises
+        culprit = _first_unserializable(list(args) + list((kwargs or {}).values()))
+        raise errors.Unserializable("argument", f"{type(exc).__name__}: {exc}",
+                                    repr(culprit) if culprit is not None else None) from None
+
+
+def serialize_value(value):
+    """``serialization.dumps(value)`` for ``put``; raises :class:`errors.Unserializable`."""
+    from ray_adapter.core import serialization
+
+    try:
+        return serialization.dumps(value)
+    except Exception as exc:  # noqa: BLE001
+        raise errors.Unserializable("put value", f"{type(exc).__name__}: {exc}", _safe_repr(value)) from None
+
+
+def _first_unserializable(values):
+    from ray_adapter.core import serialization
+
+    for value in values:
+        try:
+            serialization.dumps(value)
+        except Exception:  # noqa: BLE001
+            return _Repr(_safe_repr(value))
+    return None
+
+
+class _Repr:
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def _safe_repr(value):
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__
+        return f"<{type(value).__name__} object>"
+
+
+def intended_exit(exc):
+    """True if ``exc`` (a SystemExit raised by an actor method) ends the actor on purpose:
+    ``exit_actor()`` and ``sys.exit(0)``. Any other exit code is a crash, as in Ray (the actor
+    restarts if it may)."""
+    return getattr(exc, "code", None) == 0
+
+
+def construct(cls, args, kwargs, run_coroutine):
+    """A new instance of ``cls``; an ``async def __init__`` is awaited with
+    ``run_coroutine(coro)`` (it runs the coroutine to its end and returns its result)."""
+    if inspect.iscoroutinefunction(getattr(cls, "__init__", None)):
+        instance = cls.__new__(cls)
+        result = run_coroutine(instance.__init__(*args, **kwargs))
+        if result is not None:
+            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
+        return instance
+    return cls(*args, **kwargs)
+
+
+def _ray_ready(self):
+    return True
+
+
+def _ray_call(self, fn, *args, **kwargs):
+    return fn(self, *args, **kwargs)
+
+
+#: Methods every actor has, as Ray adds them to the actor's class, unless the class defines them.
+BUILTIN_METHODS = {"__ray_ready__": _ray_ready, "__ray_call__": _ray_call}
+
+
+def actor_method(instance, name):
+    """The bound method ``name`` of an actor instance (``__ray_ready__`` and ``__ray_call__``
+    exist on every actor); raises AttributeError as ``getattr`` does."""
+    try:
+        return getattr(instance, name)
+    except AttributeError:
+        builtin = BUILTIN_METHODS.get(name)
+        if builtin is None:
+            raise
+        return builtin.__get__(instance)

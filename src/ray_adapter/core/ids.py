@@ -51,5 +51,11 @@ class IdFactory:
         """The ids of a task's ``count`` return values (index 1..count)."""
         return [task_id + i.to_bytes(4, "little") for i in range(1, count + 1)]
 
+    @staticmethod
+    def stream_item(task_id, index):
+        """The id of item ``index`` (0, 1, ...) of a streaming call's items: return index
+        ``index + 2`` (index 1 is the call's completion object, as in Ray)."""
+        return task_id + (index + 2).to_bytes(4, "little")
+
     def put(self):
         return self.task() + (0).to_bytes(4, "little")

@@ -38,6 +38,15 @@ class TaskOptions:
     retry_exceptions: Any = False   # False, True, or a tuple of exception classes
     runtime_env: Optional[dict] = None
     scheduling: Optional[dict] = None
+    # Streaming generators: "streaming" makes the call return one id (its completion) and its
+    # items stream as it yields (see RuntimeCore.stream_next); ``generator_backpressure``: the
+    # producer pauses while that many items are unconsumed (-1: never).
+    generator: Optional[str] = None
+    generator_backpressure: int = -1
+    # Actor calls only: the concurrency group the call runs in (None: the default group), and
+    # a per-method override of the actor's max_task_retries (None: the actor's).
+    concurrency_group: Optional[str] = None
+    max_task_retries: Optional[int] = None
 
 
 @dataclass
@@ -57,6 +66,9 @@ class ActorOptions:
     runtime_env: Optional[dict] = None
     scheduling: Optional[dict] = None
     handle_meta: Any = None         # opaque to the core: what a caller needs to rebuild a handle
+    concurrency_groups: Dict[str, int] = field(default_factory=dict)  # {group: max concurrent calls}
+    max_pending_calls: int = -1     # calls a caller may have unfinished at once; -1 = no limit
+    generator_backpressure: int = -1  # unconsumed stream items of all its calls before they pause
 
 
 @dataclass
@@ -124,6 +136,8 @@ class CallContext:
     accelerator_ids: Dict[str, List[int]] = field(default_factory=dict)
     #: The runtime's address (what ``ray.init`` returned as ``gcs_address``).
     gcs_address: str = ""
+    is_canceled: bool = False       # the running call was cancelled (it was not interrupted)
+    actor_is_async: bool = False
 
     @property
     def worker_mode(self):
@@ -260,6 +274,28 @@ class RuntimeCore(abc.ABC):
     def context(self) -> CallContext:
         """The caller's :class:`CallContext` (driver, or the task / actor call running in
         this thread or coroutine)."""
+
+    # -- streaming generators ----------------------------------------------------------------
+    # A call submitted with ``TaskOptions.generator="streaming"`` returns one id, its
+    # *completion*: sealed with None when the generator finished, or with the error that ended
+    # it (worker death, cancellation). Its items are objects of their own, taken in order.
+    # Backends that cannot stream raise NotImplementedError and the matrix says so.
+    def stream_next(self, generator_id: bytes, timeout: Optional[float]) -> Optional[bytes]:
+        """The id of the stream's next item (the caller owns one reference to it), waiting up
+        to ``timeout`` seconds; None once the stream ended and every item was taken. Taking an
+        item acknowledges it to a producer paused by backpressure. Raises GetTimeout."""
+        raise NotImplementedError(f"streaming generators are not provided by the {self.backend_name} backend")
+
+    def stream_peek(self, generator_id: bytes):
+        """``(object_id, finished)``: the id of an object that is ready once the stream's next
+        item exists or the stream ended (for ``wait``; taking the item needs
+        :meth:`stream_next`), and whether the stream ended with every item taken."""
+        raise NotImplementedError(f"streaming generators are not provided by the {self.backend_name} backend")
+
+    def stream_close(self, generator_id: bytes) -> None:
+        """The consumer dropped the stream: untaken items are freed, later ones dropped, and
+        the producer never pauses again. Safe to call from finalizers."""
+        raise NotImplementedError(f"streaming generators are not provided by the {self.backend_name} backend")
 
     # -- placement groups (resource groups) --------------------------------------------------
     # A backend that does not provide them raises NotImplementedError and the compat matrix

@@ -12,6 +12,7 @@ from ray_adapter.ray import actor, exceptions, remote_function, runtime_context,
 from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
                                              get_actor, get_gpu_ids, init, is_initialized, kill,
                                              nodes, put, shutdown, wait)
+from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator, ObjectRefGenerator
 from ray_adapter.ray._private.profiling import timeline
 from ray_adapter.ray._raylet import ActorID, JobID, NodeID, ObjectRef, PlacementGroupID, TaskID, WorkerID
 from ray_adapter.ray.actor import method
@@ -31,15 +32,21 @@ def remote(*args, **kwargs):
     """
     if len(args) == 1 and not kwargs and callable(args[0]):
         return _make_remote(args[0], {})
-    if args:
-        raise TypeError(
-            "The @ray.remote decorator must be applied either with no arguments and no "
-            "parentheses, for example '@ray.remote', or it must be applied using some of the "
-            "arguments in the list ['max_calls', 'max_restarts', 'max_task_retries', "
-            "'max_retries', 'memory', 'name', 'namespace', 'num_cpus', 'num_gpus', 'num_returns', "
-            "'resources', 'runtime_env', 'scheduling_strategy', ...], for example "
-            "'@ray.remote(num_returns=2, resources={\"CustomResource\": 1})'.")
+    # Ray asserts: anything but the bare decorator or keyword options (``@ray.remote(2)``,
+    # ``@ray.remote()``) raises AssertionError listing the options.
+    assert not args and kwargs, (
+        "The @ray.remote decorator must be applied either with no arguments and no parentheses, "
+        "for example '@ray.remote', or it must be applied using some of the arguments in the "
+        f"list {_remote_option_names()}, for example "
+        "'@ray.remote(num_returns=2, resources={\"CustomResource\": 1})'.")
     return lambda obj: _make_remote(obj, kwargs)
+
+
+def _remote_option_names():
+    names = []
+    for owner in ("task", "actor"):
+        names += [k for k in _matrix.options(owner) if k not in names]
+    return names
 
 
 def _make_remote(obj, options):

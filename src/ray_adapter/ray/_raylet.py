@@ -190,3 +190,13 @@ class ObjectRef:
 def _rebuild(object_id):
     """Unpickle an ObjectRef in whichever process holds it now."""
     return ObjectRef(object_id, _core.current() if _core.is_started() else None)
+
+
+def __getattr__(name):
+    # ``ray._raylet.ObjectRefGenerator`` is Ray's home of the class; it is defined with the
+    # generator code (imported on first use: that module imports this one).
+    if name in ("ObjectRefGenerator", "DynamicObjectRefGenerator"):
+        from ray_adapter.ray._private import object_ref_generator
+
+        return getattr(object_ref_generator, name)
+    raise AttributeError(f"module 'ray._raylet' has no attribute '{name}'")

@@ -4,16 +4,17 @@ import weakref
 
 from ray_adapter import core as _core
 from ray_adapter import gaps
-from ray_adapter.core import TaskOptions, contained
+from ray_adapter.core import contained
 from ray_adapter.core import errors as core_errors
+from ray_adapter.ray._private import actor_methods as _methods
+from ray_adapter.ray._private import generators as _generators
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private import placement as _placement
-from ray_adapter.ray._private.core_access import context_if_started, core as _ensure_core, translated
-from ray_adapter.ray._raylet import ActorID
+from ray_adapter.ray._private.core_access import context_if_started, core as _ensure_core
+from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator  # noqa: F401 - Ray's name here
 from ray_adapter.ray._private.signatures import checker_for
-from ray_adapter.ray.remote_function import _check_call, _to_core_args, _wrap_returns
-
-_METHOD_OPTIONS_ATTR = "__ray_method_options__"
+from ray_adapter.ray._raylet import ActorID
+from ray_adapter.ray.remote_function import _Submitting, _check_call, _to_core_args, _wrap_returns
 
 
 def _method_option_names(decorator):
@@ -25,117 +26,185 @@ def _method_option_names(decorator):
 
 
 def method(*args, **kwargs):
-    """``@ray.method(num_returns=N, ...)``: options of one actor method (mirrors ``ray.method``).
+    """``@ray.method(num_returns=N, concurrency_group=..., ...)``: options of one actor method
+    (mirrors ``ray.method``). The options are also set as Ray's attributes on the function
+    (``__ray_num_returns__``, ``__ray_concurrency_group__``, ...).
 
-    Raises AssertionError for an unknown keyword (as Ray does) and
-    :class:`ray_adapter.gaps.RayAdapterOptionError` for one the adapter does not support."""
+    Raises AssertionError for an unknown keyword or a positional argument (as Ray does),
+    ValueError for ``num_returns="streaming"`` on a plain function, and
+    :class:`ray_adapter.gaps.RayAdapterOptionError` for an option the adapter does not support."""
     valid = _method_option_names(decorator=True)
-    for key in kwargs:
-        if key not in valid:
-            raise AssertionError(f"Unexpected keyword argument to @ray.method: {key!r}. The "
-                                 f"supported keyword arguments are {valid}")
-    _options.check("method", kwargs)
-
-    def annotate(fn):
-        setattr(fn, _METHOD_OPTIONS_ATTR, dict(kwargs))
-        return fn
-
     if len(args) == 1 and callable(args[0]) and not kwargs:
-        return annotate(args[0])
-    if args:
-        raise ValueError("The @ray.method decorator only takes keyword arguments.")
-    return annotate
+        return _annotate(args[0], {})
+    assert not args, ("The @ray.method decorator must be applied using no arguments or at least "
+                      f"one of the arguments in the list {valid}, for example "
+                      "'@ray.method(num_returns=2)'.")
+    for key in kwargs:
+        assert key in valid, (f"Unexpected keyword argument to @ray.method: '{key}'. The "
+                              f"supported keyword arguments are {valid}")
+    for key, value in kwargs.items():
+        _options._check_value(key, value)
+    _options.check("method", kwargs)
+    return lambda fn: _annotate(fn, kwargs)
 
 
-def _method_table(cls):
-    """``{name: options}`` for every public or dunder-call method of ``cls``."""
-    import inspect
+def _annotate(fn, kwargs):
+    if "num_returns" in kwargs:
+        _generators.validate_num_returns(_generators.is_generator_callable(fn), kwargs["num_returns"], 4)
+    setattr(fn, _methods.METHOD_OPTIONS_ATTR, dict(kwargs))
+    for key, value in kwargs.items():
+        attr = _methods.RAY_METHOD_ATTRS.get(key)
+        if attr is not None:
+            setattr(fn, attr, value)
+    return fn
 
-    table = {}
-    for name, member in inspect.getmembers(cls):
-        if not callable(member) or (name.startswith("__") and name not in ("__call__",)):
-            continue
-        table[name] = dict(getattr(member, _METHOD_OPTIONS_ATTR, {}))
-    return table
 
-
-class _ActorMetadata:
+class _ActorClassMetadata:
     """``Cls.__ray_metadata__``: what libraries read of an actor class."""
 
-    def __init__(self, modified_class, class_name, methods):
+    def __init__(self, modified_class, class_name, methods, concurrency_groups):
         self.modified_class = modified_class
         self.class_name = class_name
         self.method_meta = methods
+        self.concurrency_groups = concurrency_groups
         self.actor_creation_function_descriptor = None
 
 
 class ActorClass:
     """What ``@ray.remote`` makes of a class (mirrors ``ray.actor.ActorClass``).
 
-    ``Cls.remote(*args, **kwargs)`` creates an actor and returns its :class:`ActorHandle`;
-    ``Cls.options(**opts).remote(...)`` does so with options merged (the class is unchanged).
-    Instantiating it directly raises ``TypeError``.
+    ``ray.remote(Cls)`` is an instance of ``ActorClass(Cls)``, a class deriving from this one
+    and from Ray's modified subclass of ``Cls``: ``isinstance(ray.remote(Cls), Cls)`` holds,
+    ``dir()`` lists ``Cls``'s methods and attributes. ``Cls.remote(*args, **kwargs)`` creates
+    an actor and returns its :class:`ActorHandle`; ``Cls.options(**opts).remote(...)`` does so
+    with options merged. Instantiating it directly raises ``TypeError``.
     """
 
-    def __init__(self, cls, options=None, _key=None):
-        self.__ray_actor_class__ = cls
-        self._default_options = dict(options or {})
-        self._checked_backend = _options.check("actor", self._default_options)
-        self._key = _key or os.urandom(16)
-        self._signature = None
-        self._methods = _method_table(cls)
-        self._is_async = _options.is_async_class(cls)
-        self.__ray_metadata__ = _ActorMetadata(cls, cls.__name__, self._methods)
-        self.__doc__ = cls.__doc__
-        self.__name__ = cls.__name__
-        self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
-        self.__module__ = cls.__module__
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("ActorClass.__init__ should not be called. Please use the "
+                             "@ray.remote decorator instead.")
+
+    @classmethod
+    def _ray_from_modified_class(cls, modified_class, options, key=None):
+        """The actor class object for ``modified_class`` (see :func:`_make_actor_class`)."""
+        derived = _DERIVED.get(modified_class)
+        if derived is None:
+            name = f"ActorClass({modified_class.__ray_actor_class__.__name__})"
+            derived = _DERIVED[modified_class] = type(
+                name, (cls, modified_class),
+                {"__module__": modified_class.__module__, "__qualname__": name, "__doc__": None})
+        self = derived.__new__(derived)
+        user_cls = modified_class.__ray_actor_class__
+        methods, streaming = _methods.method_table(modified_class)
+        for method_options in methods.values():
+            _options.check("method", method_options)
+        # Set through __dict__: the user's class may define __setattr__.
+        self.__dict__.update(
+            _default_options={}, _ray_key=key or os.urandom(16), _ray_methods=methods,
+            _ray_modified_class=modified_class,
+            _ray_generators=streaming, _ray_is_async=_options.is_async_class(user_cls))
+        return self._with_options(dict(options or {}))
+
+    def _with_options(self, options):
+        """This class object with ``options`` instead of its own (same key and methods)."""
+        clone = type(self).__new__(type(self))
+        state = dict(self.__dict__)
+        groups = dict(options.get("concurrency_groups") or {})
+        user_cls = self.__ray_actor_class__
+        _methods.check_groups(user_cls.__name__, state["_ray_methods"], groups)
+        state.update(
+            _default_options=options, _signature=None,
+            _ray_checked_backend=_options.check("actor", options),
+            __ray_metadata__=_ActorClassMetadata(state["_ray_modified_class"], user_cls.__name__,
+                                            state["_ray_methods"], groups))
+        clone.__dict__.update(state)
+        return clone
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"Actors cannot be instantiated directly. Instead of "
-                        f"'{self.__name__}()', use '{self.__name__}.remote()'.")
+        name = self.__ray_metadata__.class_name
+        raise TypeError(f"Actors cannot be instantiated directly. Instead of '{name}()', use "
+                        f"'{name}.remote()'.")
+
+    def __reduce__(self):
+        return _rebuild_actor_class, (self.__ray_actor_class__, self._default_options, self._ray_key)
 
     def options(self, **actor_options):
-        """A copy with ``actor_options`` merged over this class's options."""
+        """The class with ``actor_options`` merged over its own (mirrors
+        ``ActorClass.options``: call ``.remote()`` on the result). ``concurrency_groups``
+        cannot be set here (ValueError, as in Ray)."""
+        if "concurrency_groups" in actor_options:
+            raise ValueError("Setting 'concurrency_groups' is not supported in '.options()'.")
         merged = dict(self._default_options)
         merged.update(actor_options)
-        return type(self)(self.__ray_actor_class__, merged, _key=self._key)
+        return _ActorOptionWrapper(self._with_options(merged))
 
     def remote(self, *args, **kwargs):
         """Create the actor; returns its handle. A duplicate ``name`` raises
         ``ActorAlreadyExistsError`` here (unless ``get_if_exists=True``)."""
-        cls = self.__ray_actor_class__
-        _check_call(self, cls, args, kwargs)
-        core = _ensure_core()
-        if core.backend_name != self._checked_backend:  # chosen by ray.init after decoration
-            _options.check("actor", self._default_options, core.backend_name)
-            for method_options in self._methods.values():
-                _options.check("method", method_options, core.backend_name)
-            self._checked_backend = core.backend_name
-        _ACTOR_CLASSES[self._key] = cls  # this process can check method calls' arguments
-        meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": self._methods,
-                "class_key": self._key}
-        opts = _options.actor_options(self._default_options, cls, meta, self._is_async)
-        if opts.scheduling is None or (opts.scheduling.in_group and opts.scheduling.capture is None):
-            opts = _placement.with_capture(core, opts, opts.resources, cls.__name__,
-                                           _options.is_default_actor(self._default_options))
-        core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
-        with translated:
-            try:
-                info = core.create_actor(cls, self._key, core_args, core_kwargs, opts)
-            except core_errors.ActorNameTaken as err:
-                from ray_adapter.ray._private.errors import name_taken_error
-
-                raise name_taken_error(err.name, self._default_options.get("namespace")) from None
-        return ActorHandle._from_info(info)
+        return _create(self, args, kwargs)
 
     def bind(self, *args, **kwargs):
         raise gaps.attribute_gap_error("ray.actor", "ActorClass.bind")
 
     def __repr__(self):
-        return f"<{self.__module__}.ActorClass({self.__name__}) object at {hex(id(self))}>"
+        return f"<{type(self).__module__}.{type(self).__qualname__} object at {hex(id(self))}>"
 
 
+class _ActorOptionWrapper:
+    """``ActorClass.options(...)``: ``remote()`` creates the actor with the merged options."""
+
+    def __init__(self, actor_class):
+        self._actor_class = actor_class
+
+    def remote(self, *args, **kwargs):
+        return _create(self._actor_class, args, kwargs)
+
+    def options(self, **actor_options):
+        return self._actor_class.options(**actor_options)
+
+    def bind(self, *args, **kwargs):
+        raise gaps.attribute_gap_error("ray.actor", "ActorClass.bind")
+
+
+_ActorOptionWrapper.__name__ = _ActorOptionWrapper.__qualname__ = "ActorOptionWrapper"
+
+
+def _create(actor_class, args, kwargs):
+    cls = actor_class.__ray_actor_class__
+    _check_call(actor_class, cls, args, kwargs)
+    core = _ensure_core()
+    if core.backend_name != actor_class._ray_checked_backend:  # chosen by ray.init after decoration
+        _options.check("actor", actor_class._default_options, core.backend_name)
+        for method_options in actor_class._ray_methods.values():
+            _options.check("method", method_options, core.backend_name)
+        actor_class._ray_checked_backend = core.backend_name
+    key = actor_class._ray_key
+    _ACTOR_CLASSES[key] = actor_class.__ray_metadata__.modified_class  # to check method calls here
+    options = actor_class._default_options
+    meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": actor_class._ray_methods,
+            "class_key": key, "generators": actor_class._ray_generators,
+            "concurrency_groups": dict(options.get("concurrency_groups") or {})}
+    opts = _options.actor_options(options, cls, meta, actor_class._ray_is_async)
+    if opts.scheduling is None or (opts.scheduling.in_group and opts.scheduling.capture is None):
+        opts = _placement.with_capture(core, opts, opts.resources, cls.__name__,
+                                       _options.is_default_actor(options))
+    core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
+    with _Submitting(f"{cls.__module__}.{cls.__qualname__}"):
+        try:
+            info = core.create_actor(cls, key, core_args, core_kwargs, opts)
+        except core_errors.ActorNameTaken as err:
+            from ray_adapter.ray._private.errors import name_taken_error
+
+            raise name_taken_error(err.name, options.get("namespace")) from None
+    return ActorHandle._from_info(info)
+
+
+def _rebuild_actor_class(cls, options, key):
+    return _make_actor_class(cls, options, key)
+
+
+#: The ActorClass(Cls) type of each modified class, made once.
+_DERIVED = {}
 #: Actor classes created in this process, by class key: method calls on their handles are
 #: checked against the method's signature at .remote(), as Ray does.
 _ACTOR_CLASSES = {}
@@ -157,20 +226,16 @@ def _check_method_call(meta, method_name, args, kwargs):
     checker.check(args, kwargs)
 
 
-def _make_actor_class(cls, options):
-    """``ray.remote(cls)``: an instance of ``ActorClass(<cls name>)``, a subclass of
-    :class:`ActorClass` made per user class, as Ray names it."""
-    return _derived_actor_class(cls)(cls, options)
-
-
-def _derived_actor_class(cls):
-    name = f"ActorClass({cls.__name__})"
-    return type(name, (ActorClass,), {"__module__": cls.__module__, "__qualname__": name})
+def _make_actor_class(cls, options, key=None):
+    """``ray.remote(cls)``: an instance of ``ActorClass(<cls name>)``, a class derived from
+    :class:`ActorClass` and Ray's modified subclass of ``cls``, as Ray makes it."""
+    return ActorClass._ray_from_modified_class(_methods.modify_class(cls), options, key)
 
 
 class ActorMethod:
     """One method of an actor handle (mirrors ``ray.actor.ActorMethod``):
-    ``handle.m.remote(...)`` returns an ObjectRef (a list of refs for ``num_returns > 1``)."""
+    ``handle.m.remote(...)`` returns an ObjectRef (a list of refs for ``num_returns > 1``, an
+    ObjectRefGenerator for a generator method)."""
 
     def __init__(self, handle, method_name, options, own_options=False):
         self._handle = handle
@@ -183,13 +248,19 @@ class ActorMethod:
                         f"'object.{self._method_name}()', try 'object.{self._method_name}.remote()'.")
 
     def options(self, **call_options):
-        """A copy with per-call options (``num_returns``, ``name``, ...) merged in (mirrors
-        ``ActorMethod.options``). A keyword Ray does not know raises TypeError at
-        ``.remote()``, as in Ray; one the adapter does not support raises
+        """A copy with per-call options (``num_returns``, ``concurrency_group``, ``name``, ...)
+        merged in (mirrors ``ActorMethod.options``). A keyword Ray does not know raises
+        TypeError at ``.remote()``, as in Ray; one the adapter does not support raises
         :class:`ray_adapter.gaps.RayAdapterOptionError` here."""
         valid = _method_option_names(decorator=False)
         known = {k: v for k, v in call_options.items() if k in valid}
+        for key, value in known.items():
+            _options._check_value(key, value)
         _options.check("method", known)
+        meta = self._handle._ray_meta
+        if "num_returns" in known and meta.get("methods") is not None:
+            _generators.validate_num_returns(self._method_name in (meta.get("generators") or ()),
+                                             known["num_returns"], 3)
         merged = dict(self._options)
         merged.update(call_options)
         return ActorMethod(self._handle, self._method_name, merged, own_options=True)
@@ -200,22 +271,28 @@ class ActorMethod:
             for key in self._options:
                 if key not in valid:
                     raise TypeError(f"_remote() got an unexpected keyword argument '{key}'")
-        _check_method_call(self._handle._ray_meta, self._method_name, args, kwargs)
+        handle = self._handle
+        _check_method_call(handle._ray_meta, self._method_name, args, kwargs)
         core = _ensure_core()
-        cache = None if self._own_options else self._handle._ray_method_options
-        opts = cache.get(self._method_name) if cache is not None else None
-        if opts is None:
-            num_returns = self._options.get("num_returns")
-            opts = TaskOptions(
-                name=self._options.get("name") or f"{self._handle._ray_class_name}.{self._method_name}",
-                num_returns=1 if num_returns is None else num_returns)
+        cache = None if self._own_options else handle._ray_method_options
+        entry = cache.get(self._method_name) if cache is not None else None
+        if entry is None:
+            entry = _methods.call_options(handle._ray_meta, self._method_name, self._options)
             if cache is not None:
-                cache[self._method_name] = opts
+                cache[self._method_name] = entry
+        opts, dynamic = entry
+        name = self._method_name
+        if dynamic:  # run through __ray_call__: the worker collects the generator's values
+            args, name = (_generators.DynamicGeneratorCall(name, method=True),) + tuple(args), "__ray_call__"
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
-        with translated:
-            ids = core.submit_actor_task(self._handle._ray_actor_id, self._method_name, core_args,
-                                         core_kwargs, opts)
-        return _wrap_returns(ids, opts.num_returns, core)
+        with _Submitting(f"{handle._ray_meta.get('module')}.{handle._ray_class_name}.{self._method_name}"):
+            try:
+                ids = core.submit_actor_task(handle._ray_actor_id, name, core_args, core_kwargs, opts)
+            except core_errors.PendingCallsLimit as err:
+                from ray_adapter.ray._private.errors import pending_calls_error
+
+                raise pending_calls_error(err, self._method_name, handle) from None
+        return _wrap_returns(ids, opts.num_returns, core, opts.generator)
 
     def bind(self, *args, **kwargs):
         raise gaps.attribute_gap_error("ray.actor", "ActorMethod.bind")
@@ -227,7 +304,8 @@ class ActorMethod:
 class ActorHandle:
     """A handle to an actor (mirrors ``ray.actor.ActorHandle``). Picklable: pass it to tasks
     and other actors. ``handle.method.remote(...)`` calls a method; calls from one caller run
-    in submission order."""
+    in submission order. Every actor also answers ``__ray_ready__`` (True once created) and
+    ``__ray_call__(fn, *args)`` (runs ``fn(actor, *args)`` on it)."""
 
     def __init__(self, actor_id, meta):
         self._ray_actor_id = actor_id
@@ -251,17 +329,21 @@ class ActorHandle:
         return ActorID(self._ray_actor_id)
 
     def __getattr__(self, name):
-        if name.startswith("_ray_") or name.startswith("__"):
+        if name.startswith("_ray_"):
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
         methods = self._ray_meta["methods"]
         if methods is None:  # a handle to an actor whose class this process never saw
+            if name.startswith("__") and name not in _methods.BUILTIN_METHODS:
+                raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
             return ActorMethod(self, name, {})
         if name not in methods:
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
         return ActorMethod(self, name, methods[name])
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._ray_meta["methods"] or ()))
+        """The actor's method names (what Ray lists; frameworks walk it to bind methods)."""
+        methods = self._ray_meta["methods"]
+        return sorted(methods) if methods is not None else sorted(super().__dir__())
 
     def __reduce__(self):
         # Inside a value the runtime serializes, the runtime learns of it with the value;

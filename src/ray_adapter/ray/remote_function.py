@@ -4,9 +4,12 @@ import os
 
 from ray_adapter import gaps
 from ray_adapter.core import ArgRef
+from ray_adapter.core import errors as core_errors
+from ray_adapter.ray._private import generators
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import core as _ensure_core, translated
+from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator  # noqa: F401 - Ray's name here
 from ray_adapter.ray._private.signatures import checker_for
 from ray_adapter.ray._raylet import ObjectRef
 
@@ -29,11 +32,33 @@ def _check_call(owner, target, args, kwargs):
     checker.check(args, kwargs)
 
 
-def _wrap_returns(ids, num_returns, core):
-    if num_returns == 0:
-        return None
-    refs = [ObjectRef(i, core, _add_ref=False) for i in ids]  # the core counted these
-    return refs[0] if num_returns == 1 else refs
+def _wrap_returns(ids, num_returns, core, generator=None):
+    return generators.wrap_returns(ids, generator, num_returns, core)
+
+
+def _unserializable(err, call_name):
+    """Ray's TypeError for an argument that cannot be serialized."""
+    shown = err.value_repr if err.value_repr is not None else "(unknown)"
+    return TypeError(f"Could not serialize the argument {shown} for a task or actor {call_name}:\n"
+                     f"{err.error}")
+
+
+class _Submitting:
+    """``with _Submitting(name):`` -- core errors become Ray's exceptions; an argument that
+    cannot be serialized becomes Ray's ``TypeError`` naming the call."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if isinstance(value, core_errors.Unserializable):
+            raise _unserializable(value, self.name) from None
+        return translated.__exit__(kind, value, tb)
 
 
 class RemoteFunction:
@@ -51,6 +76,9 @@ class RemoteFunction:
         self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
         self._default_options = dict(options or {})
         self._checked_backend = _options.check("task", self._default_options)
+        self._is_generator = generators.is_generator_callable(function)
+        if _key is None:  # decoration and .options() check it; copies share the key
+            generators.validate_num_returns(self._is_generator, self._default_options.get("num_returns"), 5)
         self._key = _key or os.urandom(16)
         self._core_options = None
         self._signature = None
@@ -71,6 +99,7 @@ class RemoteFunction:
         """A copy with ``task_options`` merged over this function's options."""
         merged = dict(self._default_options)
         merged.update(task_options)
+        generators.validate_num_returns(self._is_generator, task_options.get("num_returns"), 3)
         return RemoteFunction(self._function, merged, _key=self._key)
 
     def remote(self, *args, **kwargs):
@@ -82,17 +111,20 @@ class RemoteFunction:
         opts = self._core_options
         if opts is None:
             opts = self._core_options = _options.task_options(
-                self._default_options, getattr(self._function, "__name__", "task"))
+                self._default_options, getattr(self._function, "__name__", "task"), self._is_generator)
         placement = opts.scheduling
         if placement is None or (placement.in_group and placement.capture is None):
             # The caller's captured placement group, if it has one (Ray's capture_child_tasks).
             opts = _placement.with_capture(core, opts, opts.resources,
                                            getattr(self._function, "__name__", "task"))
+        function, key = self._function, self._key
+        if self._default_options.get("num_returns") == generators.DYNAMIC:
+            function, key = generators.DynamicGeneratorCall(function), key + b"dynamic"
         # Keep ``args`` bound: it holds the caller's ObjectRefs alive until the core counts them.
         core_args, core_kwargs = _to_core_args(args, kwargs)
-        with translated:
-            ids = core.submit_task(self._function, self._key, core_args, core_kwargs, opts)
-        return _wrap_returns(ids, opts.num_returns, core)
+        with _Submitting(self._function_name):
+            ids = core.submit_task(function, key, core_args, core_kwargs, opts)
+        return _wrap_returns(ids, opts.num_returns, core, opts.generator)
 
     def bind(self, *args, **kwargs):
         raise gaps.attribute_gap_error("ray.remote_function", "RemoteFunction.bind")

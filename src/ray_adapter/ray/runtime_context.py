@@ -112,7 +112,7 @@ class RuntimeContext:
 
     @property
     def was_current_actor_reconstructed(self):
-        """True in an actor that was restarted (a property, as in Ray)."""
+        """True inside an actor that was restarted (a property, as in Ray)."""
         return bool(self._ctx().was_restarted)
 
     def get_placement_group_id(self):
@@ -161,7 +161,16 @@ class RuntimeContext:
         return tempfile.gettempdir()
 
     def is_canceled(self):
-        return False
+        """True once ``ray.cancel`` was called on the running task or actor call (a call of a
+        sync or threaded actor is not interrupted: it can check this and stop). Raises
+        RuntimeError in the driver and in an async actor, as Ray does."""
+        ctx = self._ctx()
+        if ctx.is_driver:
+            raise RuntimeError("This method is only available when the process is a worker. "
+                               "Current mode: 0")
+        if ctx.actor_is_async:
+            raise RuntimeError("This method is not supported in an async actor.")
+        return bool(ctx.is_canceled)
 
 
 _runtime_context = RuntimeContext()

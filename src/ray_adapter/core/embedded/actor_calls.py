@@ -2,6 +2,11 @@
 
 Calls are queued per actor in arrival order (which keeps each caller's submission order) and
 sent while the head call's arguments are ready; they are pipelined behind the constructor.
+A call made while the actor restarts fails at once with ActorUnavailable unless it may be
+retried (then it waits for the restart), as in Ray. ``max_pending_calls`` caps each caller's
+unfinished calls (PendingCallsLimit). A call whose method raised an exception its
+``retry_exceptions`` names is run again while its retries last.
+
 Mixed into :class:`~ray_adapter.core.embedded.actors.ActorManager`: the records are actor
 state, guarded by the manager's lock; messages are queued on the worker's channel under it and
 written after it is released.
@@ -15,26 +20,51 @@ from ray_adapter.core.embedded.protocol import Dep, to_payload
 class ActorCallsMixin:
     """Method calls of the actor manager's actors."""
 
-    def submit_call(self, actor_id, method, args, deps, name, num_returns, carried=()):
-        """Queue a method call; returns its return ids (``[]`` for ``num_returns=0``)."""
+    def submit_call(self, actor_id, method, args, deps, options, carried=(), caller=None):
+        """Queue a method call; returns its return ids (``[]`` for ``num_returns=0``; one id,
+        the completion, for a streaming call). Raises PendingCallsLimit."""
         rt = self.rt
         task_id = rt.ids.task(actor_id)
+        streaming = options.generator == "streaming"
+        num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
+        failure = None
+        with self._lock:
+            actor = self._actors.get(actor_id)
+            call = CallRecord(task_id, actor, method, args, deps, carried, options, return_ids, caller)
+            dead = actor is None or actor.state is ActorState.DEAD
+            if not dead:
+                limit = actor.options.max_pending_calls
+                count = actor.unfinished.get(caller, 0)
+                if limit > 0 and count >= limit:
+                    raise errors.PendingCallsLimit(actor_id, actor.options.class_name, method, limit)
+                if actor.state is ActorState.RESTARTING and call.retries_left == 0:
+                    failure = errors.ActorUnavailable(actor_id, while_restarting=True)
+                else:
+                    actor.unfinished[caller] = count + 1
+                    call.counted = True
         if deps:
             rt.objects.hold(deps)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
-        rt.events.submitted(task_id, name, "ACTOR_TASK", actor_id, func_name=method)
+        rt.events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method)
+        if streaming:
+            rt.streams.open(task_id, call.backpressure > 0 or (
+                actor is not None and actor.options.generator_backpressure > 0))
+        if dead or failure is not None:
+            if failure is None:
+                failure = actor.death if actor is not None else errors.ActorDied(
+                    actor_id, errors.ActorDeath.UNKNOWN)
+            self._finish_call(call, [rt.error_data(failure)], True)
+            return return_ids if num_returns else []
         with self._lock:
-            actor = self._actors.get(actor_id)
-            call = CallRecord(task_id, actor, method, args, deps, carried, num_returns, name, return_ids)
-            dead = actor is None or actor.state is ActorState.DEAD
-            if not dead:
+            if actor.state is ActorState.DEAD:  # died meanwhile: fail it as die() would have
+                dead = True
+            else:
                 self._calls[task_id] = call
                 actor.pending.append(call)
                 self.scope.carry_locked(carried)
         if dead:
-            death = actor.death if actor is not None else errors.ActorDied(actor_id, errors.ActorDeath.UNKNOWN)
-            self._finish_call(call, [rt.error_data(death)], True)
+            self._finish_call(call, [rt.error_data(actor.death)], True)
         else:
             self._flush(actor)
         return return_ids if num_returns else []
@@ -43,6 +73,7 @@ class ActorCallsMixin:
         """Send queued calls in order while the head call's arguments are ready."""
         rt = self.rt
         failed_calls = []
+        sent_streams = []
         wait_for = None
         with self._lock:
             worker = actor.worker
@@ -67,9 +98,14 @@ class ActorCallsMixin:
                 deps = [Dep(oid, to_payload(data, buffers))
                         for oid, (data, _) in zip(call.deps, rt.objects.values(call.deps))]
                 actor.inflight[call.task_id] = call
-                worker.enqueue(protocol.CallActor(call.task_id, call.method, args, deps,
-                                                  call.num_returns or 1, call.name), buffers)
+                worker.enqueue(protocol.CallActor(
+                    call.task_id, call.method, args, deps, 1 if call.streaming else (call.num_returns or 1),
+                    call.name, call.group, call.streaming, call.backpressure, call.retry_blob), buffers)
                 rt.events.running(call.task_id, worker)
+                if call.streaming:
+                    sent_streams.append(call.task_id)
+        for task_id in sent_streams:
+            rt.streams.attach(task_id, worker)
         worker.flush()
         for call, failed in failed_calls:
             self._finish_call(call, [failed], True)
@@ -77,20 +113,42 @@ class ActorCallsMixin:
             rt.objects.when_ready(wait_for.deps, lambda ok, a=actor: ok and self._flush(a))
 
     def on_call_done(self, worker, message, buffers):
+        retry = False
         with self._lock:
             actor = worker.actor
             call = actor.inflight.pop(message.task_id, None) if actor is not None else None
             if call is None:
                 return
-            self._calls.pop(call.task_id, None)
+            if not message.ok and message.retryable and call.retries_left != 0 \
+                    and actor.state is not ActorState.DEAD:
+                left = call.retries_left
+                if call.retries_left > 0:
+                    call.retries_left -= 1
+                actor.pending.appendleft(call)
+                retry = True
+            else:
+                self._calls.pop(call.task_id, None)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
+        if retry:
+            self.rt.notice_retry(call.name, left, datas[0])
+            self._flush(actor)
+            return
         self._finish_call(call, datas, not message.ok)
         self.scope.end_if_idle(actor)
 
-    def _finish_call(self, call, datas, is_error):
+    def _finish_call(self, call, datas, is_error, cancelled=False):
         rt = self.rt
         call.args = None  # its arguments (shared buffers among them) are not needed any more
         rt.events.finished(call.task_id, not is_error)
+        if call.counted:
+            call.counted = False
+            with self._lock:
+                unfinished = call.actor.unfinished
+                left = unfinished.get(call.caller, 0) - 1
+                if left > 0:
+                    unfinished[call.caller] = left
+                else:
+                    unfinished.pop(call.caller, None)
         if call.deps:
             rt.objects.release(call.deps)
         self.scope.uncarry(call.carried)
@@ -99,6 +157,8 @@ class ActorCallsMixin:
             datas = list(datas) + [datas[-1]] * (n - len(datas))
         rt.adopt_contained(datas)
         rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(call.return_ids, datas)])
+        if call.streaming:  # a cancelled stream drops what was not taken, as in Ray
+            rt.streams.end(call.task_id, drop_untaken=is_error and (cancelled or call.cancel_requested))
 
     def cancel_call(self, task_id):
         """Cancel an actor call: dropped if not sent yet, else the actor is asked to cancel it."""
@@ -115,9 +175,11 @@ class ActorCallsMixin:
                 worker = actor.worker
                 if worker is None:
                     return
+                call.cancel_requested = True
                 worker.enqueue(protocol.Cancel(task_id, False))
         if worker is None:
-            self._finish_call(call, [self.rt.error_data(errors.TaskCancelled(task_id))], True)
+            self._finish_call(call, [self.rt.error_data(errors.TaskCancelled(task_id))], True, cancelled=True)
             self._flush(actor)
         else:
             worker.flush()
+

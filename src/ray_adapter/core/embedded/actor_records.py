@@ -21,7 +21,7 @@ class ActorState(enum.Enum):
 class ActorRecord:
     __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
                  "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
-                 "death", "kill_restart", "meta_blob", "env_blob", "scope")
+                 "death", "kill_restart", "meta_blob", "env_blob", "scope", "unfinished")
 
     def __init__(self, actor_id, key, args, deps, carried, options):
         self.actor_id = actor_id
@@ -43,6 +43,7 @@ class ActorRecord:
         self.meta_blob = pickle.dumps(options.handle_meta)
         self.env_blob = pickle.dumps(options.runtime_env or {})
         self.scope = None
+        self.unfinished = {}  # caller (a worker handle; None: the driver) -> its unfinished calls
 
     def info(self):
         o = self.options
@@ -51,17 +52,35 @@ class ActorRecord:
 
 class CallRecord:
     __slots__ = ("task_id", "actor", "method", "args", "deps", "carried", "num_returns", "name",
-                 "return_ids", "retries_left", "waiting")
+                 "return_ids", "retries_left", "waiting", "streaming", "backpressure", "group",
+                 "retry_blob", "caller", "counted", "cancel_requested")
 
-    def __init__(self, task_id, actor, method, args, deps, carried, num_returns, name, return_ids):
+    def __init__(self, task_id, actor, method, args, deps, carried, options, return_ids, caller):
         self.task_id = task_id
         self.actor = actor
         self.method = method
         self.args = args
         self.deps = deps
         self.carried = carried
-        self.num_returns = num_returns
-        self.name = name
+        self.num_returns = options.num_returns
+        self.name = options.name or method
         self.return_ids = return_ids
-        self.retries_left = actor.options.max_task_retries if actor is not None else 0
+        if options.max_task_retries is not None:
+            self.retries_left = options.max_task_retries
+        else:
+            self.retries_left = actor.options.max_task_retries if actor is not None else 0
         self.waiting = False  # a callback waits for its arguments (it heads the queue)
+        self.streaming = options.generator == "streaming"
+        self.backpressure = options.generator_backpressure
+        self.group = options.concurrency_group or ""
+        self.retry_blob = retry_blob(options.retry_exceptions)
+        self.caller = caller      # who submitted it (max_pending_calls is per caller)
+        self.counted = False      # counted in its actor's ``unfinished`` until it finishes
+        self.cancel_requested = False  # a cancel was sent to the worker running it
+
+
+def retry_blob(spec):
+    """``retry_exceptions`` as it travels to the worker: pickled, or b"" for none."""
+    if not spec:
+        return b""
+    return pickle.dumps(tuple(spec) if isinstance(spec, list) else spec)

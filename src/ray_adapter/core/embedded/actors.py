@@ -29,7 +29,7 @@ from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.scheduler import Demand
-from ray_adapter.core.embedded.tasks import assignment, device_env
+from ray_adapter.core.embedded.tasks import assignment, device_env, notice_worker_died
 
 
 def creation_task_id(actor_id):
@@ -156,7 +156,8 @@ class ActorManager(ActorCallsMixin):
             actor.actor_id, actor.key, args, deps, o.name, o.class_name, o.is_async,
             o.max_concurrency, actor.num_restarts, env, grant.amounts(),
             list(grant.devices.get("GPU", ())), actor.meta_blob, actor.env_blob,
-            assignment(grant, o.scheduling))
+            assignment(grant, o.scheduling), dict(o.concurrency_groups or {}),
+            o.generator_backpressure)
         with self._lock:
             dead = actor.state is ActorState.DEAD
             if not dead:
@@ -197,7 +198,7 @@ class ActorManager(ActorCallsMixin):
         if actor is None:
             return
         rt = self.rt
-        fail, death, restart = [], None, False
+        fail, death, restart, crashed = [], None, False, False
         with self._lock:
             if actor.worker is not worker:
                 return
@@ -207,9 +208,11 @@ class ActorManager(ActorCallsMixin):
                 inflight = list(actor.inflight.values())
                 actor.inflight.clear()
                 code = worker.proc.returncode
+                killed = False
                 if worker.exit_intended:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
                 elif actor.restarts_left != 0:
+                    killed = actor.kill_restart
                     if actor.restarts_left > 0:
                         actor.restarts_left -= 1
                     actor.num_restarts += 1
@@ -232,6 +235,9 @@ class ActorManager(ActorCallsMixin):
                 else:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.CRASHED,
                                              actor.options.class_name, pid=worker.pid, exit_code=code)
+                crashed = not worker.exit_intended and not killed
+        if crashed:
+            notice_worker_died(worker.pid, code)
         if grant is not None:
             rt.scheduler.run(rt.scheduler.release(grant))
         for call, err in fail:

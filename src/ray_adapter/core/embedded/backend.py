@@ -29,17 +29,19 @@ from ray_adapter.core.embedded.placement import PlacementGroups
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
 from ray_adapter.core.embedded.scheduler import Scheduler
 from ray_adapter.core.embedded.service import DriverService
+from ray_adapter.core.embedded.streams import StreamsMixin, StreamTable
 from ray_adapter.core.embedded.task_events import TaskEvents
 from ray_adapter.core.embedded.tasks import TaskManager, notice
 from ray_adapter.core.embedded.timers import Timers
+from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 
 
-class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
+class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
     """The single-machine runtime ``ray.init()`` starts by default: a head node, plus the
     virtual nodes of ``InitOptions.nodes`` / :meth:`add_node`; cluster state and placement
-    groups are in :class:`ClusterStateMixin`."""
+    groups are in :class:`ClusterStateMixin`, streaming generators in :class:`StreamsMixin`."""
 
     backend_name = "embedded"
 
@@ -65,6 +67,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
         self.objects = ObjectTable()
         self.events = TaskEvents(self.job_id)
         self.groups = PlacementGroups(self)
+        self.streams = StreamTable(self.objects, self._send_ack)
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
         self.tasks = TaskManager(self)
@@ -109,6 +112,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
             self.arena.close()
         self.tasks.clear()
         self.actors.clear()
+        self.streams.clear()
 
     def _check_started(self):
         if not self._started:
@@ -120,6 +124,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
         return {
             protocol.Hello: lambda w, m, b: None,
             protocol.TaskDone: self._on_done,
+            protocol.StreamItem: self._on_stream_item,
             protocol.ActorReady: lambda w, m, b: a.on_ready(w, m),
             protocol.ActorFailed: a.on_failed,
             protocol.ActorExiting: self._on_actor_exiting,
@@ -132,6 +137,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
             protocol.GetReq: s.on_get,
             protocol.WaitReq: s.on_wait,
             protocol.QueryReq: s.on_query,
+            protocol.StreamNextReq: s.on_stream_next,
         }
 
     def _dispatch(self, worker, message, buffers):
@@ -199,7 +205,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
     # ================================================================== objects
     def put(self, value):
         self._check_started()
-        return self.put_serialized(serialization.dumps(value))
+        return self.put_serialized(serialize_value(value))
 
     def put_serialized(self, ser):
         oid = self.ids.put()
@@ -283,7 +289,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
     def submit_task(self, function, function_key, args, kwargs, options):
         self._check_started()
         self._register(function_key, function)
-        ser = serialization.dumps((args, kwargs))
+        ser = serialize_args(args, kwargs)
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
     def submit_serialized(self, key, args, deps, options):
@@ -303,7 +309,7 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._check_started()
         self._register(class_key, cls)
-        ser = serialization.dumps((args, kwargs))
+        ser = serialize_args(args, kwargs)
         return self.create_serialized(class_key, ser, self._deps_of(args, kwargs), options)
 
     def create_serialized(self, key, args, deps, options):
@@ -313,15 +319,15 @@ class EmbeddedBackend(ClusterStateMixin, RuntimeCore):
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
         self._check_started()
-        ser = serialization.dumps((args, kwargs))
-        return self.call_serialized(actor_id, method_name, ser, self._deps_of(args, kwargs),
-                                    options.name or method_name, options.num_returns)
+        ser = serialize_args(args, kwargs)
+        return self.call_serialized(actor_id, method_name, ser, self._deps_of(args, kwargs), options)
 
-    def call_serialized(self, actor_id, method, args, deps, name, num_returns):
+    def call_serialized(self, actor_id, method, args, deps, options, caller=None):
+        """A method call from ``caller`` (a worker handle; None: the driver)."""
         if args.refs:
             self.objects.pin(args.refs)
-        return self.actors.submit_call(actor_id, method, args, deps, name, num_returns,
-                                       tuple(args.handles))
+        return self.actors.submit_call(actor_id, method, args, deps, options,
+                                       tuple(args.handles), caller)
 
     def add_actor_handle(self, actor_id):
         self.actors.scope.add_handle(actor_id)

@@ -1,96 +1,40 @@
-"""Running user code in a worker: actors (sync, threaded, async), results and failures.
+"""Running an actor's calls in a worker: sync, threaded and async actors, concurrency groups.
 
-:class:`ActorHost` hosts one actor. Its constructor and the calls of a synchronous actor run in
-the worker's main thread, in order; a threaded actor (``max_concurrency > 1``) runs calls on a
-pool of that many threads; an async actor on one event loop thread, at most
-``max_concurrency`` (default 1000) at once. Calls of concurrent actors wait until the
-constructor has finished. Asyncio primitives are made on the loop's own thread (Python 3.9
-binds them to the loop current where they are created).
+:class:`ActorHost` hosts one actor. Its constructor (an ``async def __init__`` is awaited on
+the actor's loop) and the calls of a plain synchronous actor run in the worker's main thread, in
+order. A threaded actor (``max_concurrency > 1``, or one with concurrency groups) runs calls on
+one thread pool per concurrency group, as many threads as the group allows (the default group:
+``max_concurrency``, default 1); an async actor on one event loop thread, at most as many calls
+at once per group as its semaphore allows (default group: ``max_concurrency``, default 1000).
+Calls of concurrent actors wait until the constructor has finished. Asyncio primitives are made
+on the loop's own thread (Python 3.9 binds them to the loop current where they are created).
+
+Cancelling a running call of a sync or threaded actor does not interrupt it, as in Ray: the
+call sees ``is_canceled()`` turn true (a streaming call stops at its next item) and is answered
+as cancelled. A call of an async actor is cancelled on its loop.
+
+``sys.exit(0)`` and ``exit_actor()`` end the actor on purpose (no restart); any other
+``SystemExit`` ends the process like a crash, so the driver restarts the actor if it may.
 """
 import asyncio
 import inspect
 import os
 import pickle
-import sys
 import threading
 
-from ray_adapter.core import errors, serialization
-from ray_adapter.core.embedded import protocol
+from ray_adapter.core import errors
+from ray_adapter.core.embedded import protocol, streaming
 from ray_adapter.core.embedded.channel import flush_posted
-from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flush_std,  # noqa: F401
+                                                loads_plain, pack_error, pack_results,
+                                                resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call
-from ray_adapter.core.execution import apply_env, split_returns, task_failure
-from ray_adapter.core.interface import ArgRef
+from ray_adapter.core.execution import (actor_method, apply_env, construct, intended_exit,  # noqa: F401
+                                        task_failure)
 
-loads_plain = pickle.loads
-
-
-class Cancelled(BaseException):
-    """Raised inside a running task by a non-force cancel (BaseException: user ``except
-    Exception`` blocks do not swallow it, as with Ray's KeyboardInterrupt-based cancel)."""
+DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
-# -- arguments, results, failures --------------------------------------------------------------
-def resolve_args(payload, deps, buffers):
-    """The call's ``(args, kwargs)``, top-level ref arguments replaced by their values."""
-    args, kwargs = serialization.loads(from_payload(payload, buffers))
-    if deps:
-        values = {d.object_id: serialization.loads(from_payload(d.value, buffers)) for d in deps}
-        args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
-        if kwargs:
-            kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
-    return args, kwargs
-
-
-def pack_results(result, num_returns):
-    """``(ok, payloads, buffers)`` for a call's result (``num_returns`` values)."""
-    buffers = []
-    try:
-        payloads = [to_payload(serialization.dumps(v), buffers) for v in split_returns(result, num_returns)]
-    except Exception as exc:  # noqa: BLE001 - a result that cannot be serialized fails the call
-        return pack_error(task_failure(exc, "", None))
-    return True, payloads, buffers
-
-
-def pack_error(core_error):
-    """``(False, [payload], buffers)`` for a core error (the driver repeats it per return)."""
-    buffers = []
-    try:
-        ser = serialization.dumps(core_error)
-        serialization.loads(ser)  # an exception that pickles may still fail to rebuild
-    except Exception:  # the user's exception cannot travel: keep its text
-        if isinstance(core_error, errors.TaskFailed):
-            core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
-                                           core_error.pid, core_error.ip, core_error.actor_repr,
-                                           core_error.cause_repr)
-        ser = serialization.dumps(core_error)
-    return False, [to_payload(ser, buffers)], buffers
-
-
-_retry_specs = {}
-
-
-def should_retry(exc, blob):
-    """Does the task's ``retry_exceptions`` (pickled in ``blob``) name ``exc``?"""
-    if not blob or not isinstance(exc, Exception):
-        return False
-    spec = _retry_specs.get(blob)
-    if spec is None:
-        spec = _retry_specs[blob] = pickle.loads(blob)
-    if spec is True:
-        return True
-    return bool(spec) and isinstance(exc, tuple(spec))
-
-
-def flush_std():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-
-
-# -- actors --------------------------------------------------------------------------------------
 class ActorHost:
     """One actor inside this worker (created by the reader on ``CreateActor``)."""
 
@@ -100,20 +44,27 @@ class ActorHost:
         self.ready = threading.Event()
         self.is_async = message.is_async
         limit = message.max_concurrency
-        self.concurrent = self.is_async or bool(limit and limit > 1)
+        self.groups = dict(message.concurrency_groups or {})
+        self.concurrent = self.is_async or bool(limit and limit > 1) or bool(self.groups)
+        self.budget = streaming.Budget(message.backpressure)
+        self.cancel_flags = set()  # calls asked to cancel: skipped if queued, flagged if running
         self.loop = None
         self._flush_scheduled = False
         self.async_calls = {}  # task id -> concurrent future of a call on the loop
-        self._pool = None
+        self._pools = None
+        sizes = dict(self.groups)
         if self.is_async:
+            sizes[""] = limit or DEFAULT_ASYNC_CONCURRENCY
             self.loop = asyncio.new_event_loop()
             threading.Thread(target=self.loop.run_forever, name="ray-adapter-actor-loop", daemon=True).start()
-            self._limits = asyncio.run_coroutine_threadsafe(
-                _loop_primitives(limit or 1000), self.loop).result()
+            self._limits, self._ready = asyncio.run_coroutine_threadsafe(
+                _loop_primitives(sizes), self.loop).result()
         elif self.concurrent:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="ray-adapter-actor")
+            sizes[""] = limit or 1
+            self._pools = {group: ThreadPoolExecutor(max_workers=n, thread_name_prefix="ray-adapter-actor")
+                           for group, n in sizes.items()}
 
     # -- creation (main thread) --------------------------------------------------------------
     def create(self, message, buffers):
@@ -133,133 +84,208 @@ class ActorHost:
         try:
             cls = w.load(message.key)
             args, kwargs = resolve_args(message.args, message.deps, buffers)
-            self.instance = cls(*args, **kwargs)
+            self.instance = construct(cls, args, kwargs, self._run_coroutine)
         except BaseException as exc:  # noqa: BLE001
             _, results, bufs = pack_error(task_failure(exc, name, None))
             w.post(protocol.ActorFailed(message.actor_id, results[0]), bufs)
             return
         finally:
             current_call.reset(token)
+        w.actor_log_name = _log_name(self.instance)
         self.ready.set()
         if self.loop is not None:
-            self.loop.call_soon_threadsafe(self._limits[1].set)
+            self.loop.call_soon_threadsafe(self._ready.set)
         w.post(protocol.ActorReady(message.actor_id))
 
-    # -- calls -------------------------------------------------------------------------------
-    def submit(self, message, buffers):
-        """A call of a concurrent actor (reader thread): to its pool or loop."""
+    def _run_coroutine(self, coro):
+        """Run an ``async def __init__`` to its end: on the actor's loop if it has one."""
         if self.loop is not None:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return asyncio.run(coro)
+
+    # -- calls -------------------------------------------------------------------------------
+    def accept(self, message, buffers):
+        """A call arrived (reader thread): to the main thread, its group's pool or the loop."""
+        if message.streaming:  # before any ack for it can arrive
+            self.budget.open(message.task_id, message.backpressure)
+        if not self.concurrent:
+            self.worker.exec_queue.put((message, buffers))
+        elif self.loop is not None:
             future = asyncio.run_coroutine_threadsafe(self._run_async(message, buffers), self.loop)
             self.async_calls[message.task_id] = future
             future.add_done_callback(lambda f, m=message: self._async_done(m, f))
         else:
-            self._pool.submit(self._run_threaded, message, buffers)
+            pool = self._pools.get(message.group)
+            if pool is None:
+                self._finish(message.task_id, pack_error(task_failure(
+                    _unknown_group(message.group), message.name, self.worker.actor_class_name)), "pool")
+                return
+            pool.submit(self._run_threaded, message, buffers)
 
     def _run_threaded(self, message, buffers):
         self.ready.wait()
         self.run_call(message, buffers, in_main_thread=False)
 
     def run_call(self, message, buffers, in_main_thread):
+        """Run one call in this thread (the main thread or a pool thread) and answer it."""
         w = self.worker
-        task_id, name, num_returns = message.task_id, message.name, message.num_returns
-        if task_id in w.cancelled:
-            w.cancelled.discard(task_id)
-            self._finish(task_id, pack_error(errors.TaskCancelled(task_id)))
+        task_id, name = message.task_id, message.name
+        where = "main" if in_main_thread else "pool"
+        if task_id in self.cancel_flags:  # cancelled before it started
+            self.cancel_flags.discard(task_id)
+            self.budget.close(task_id)
+            self._finish(task_id, pack_error(errors.TaskCancelled(task_id)), where)
             return
         token = current_call.set((task_id, name, w.actor_id))
-        if in_main_thread:  # only the main thread can be interrupted by a cancel
-            w.running_task = task_id
+        retryable = False
         try:
-            try:
-                method = getattr(self.instance, message.method)
-                args, kwargs = resolve_args(message.args, message.deps, buffers)
-                result = method(*args, **kwargs)
-                if inspect.isawaitable(result):  # an async method on a non-async actor
-                    result = asyncio.run(_await(result))
-            finally:
-                if in_main_thread:
-                    w.running_task = None
-                    w.cancel_requested = None
-            reply = pack_results(result, num_returns)
+            method = actor_method(self.instance, message.method)
+            args, kwargs = resolve_args(message.args, message.deps, buffers)
+            result = method(*args, **kwargs)
+            if inspect.iscoroutine(result):  # an async method on a non-async actor
+                result = asyncio.run(result)
+            if message.streaming:
+                reply = streaming.produce(w, task_id, name, result, self.budget,
+                                          lambda: task_id in self.cancel_flags, w.actor_class_name)
+            else:
+                reply = pack_results(result, message.num_returns, inspect.isgeneratorfunction(method),
+                                     name, w.actor_class_name)
         except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
-            reply = self._failure(exc, task_id, name)
+            reply, retryable = self._failure(exc, message)
         finally:
             current_call.reset(token)
-        if task_id in w.cancelled:  # cancelled while it ran on a pool thread
-            w.cancelled.discard(task_id)
-            reply = pack_error(errors.TaskCancelled(task_id))
-        self._finish(task_id, reply, "main" if in_main_thread else "pool")
+            if message.streaming:
+                self.budget.close(task_id)
+        if task_id in self.cancel_flags:  # cancelled while it ran: reported so, as in Ray
+            self.cancel_flags.discard(task_id)
+            reply, retryable = pack_error(errors.TaskCancelled(task_id)), False
+        self._finish(task_id, reply, where, retryable)
 
     async def _run_async(self, message, buffers):
-        limit, ready = self._limits
-        await ready.wait()
+        limit = self._limits.get(message.group)
+        await self._ready.wait()
+        task_id, name = message.task_id, message.name
+        if limit is None:
+            self._finish(task_id, pack_error(task_failure(
+                _unknown_group(message.group), name, self.worker.actor_class_name)), "loop")
+            return
         async with limit:
-            task_id, name = message.task_id, message.name
             token = current_call.set((task_id, name, self.worker.actor_id))
+            retryable = False
             try:
-                method = getattr(self.instance, message.method)
+                method = actor_method(self.instance, message.method)
                 args, kwargs = resolve_args(message.args, message.deps, buffers)
                 result = method(*args, **kwargs)
-                if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):  # not any awaitable: an ObjectRef is one
                     result = await result
-                reply = pack_results(result, message.num_returns)
+                if message.streaming:
+                    reply = await streaming.produce_async(
+                        self.worker, task_id, name, result, self.budget,
+                        lambda: task_id in self.cancel_flags, self.worker.actor_class_name,
+                        flush=self._schedule_flush)
+                else:
+                    reply = pack_results(result, message.num_returns, inspect.isgeneratorfunction(method),
+                                         name, self.worker.actor_class_name)
+            except asyncio.CancelledError as exc:
+                # A cancelled stream reports RayTaskError(TaskCancelledError), a call plain
+                # TaskCancelledError, as Ray's async actors do.
+                reply = pack_error(cancelled_failure(exc, task_id, name, self.worker.actor_class_name)
+                                   if message.streaming else errors.TaskCancelled(task_id))
             except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
-                reply = self._failure(exc, task_id, name)
+                reply, retryable = self._failure(exc, message)
             finally:
                 current_call.reset(token)
-            self._finish(task_id, reply, "loop")
+                if message.streaming:
+                    self.budget.close(task_id)
+            self.cancel_flags.discard(task_id)
+            self._finish(task_id, reply, "loop", retryable)
 
     def _async_done(self, message, future):
         self.async_calls.pop(message.task_id, None)
-        if future.cancelled():  # cancelled before its coroutine started: answer it here
-            self.worker.send_done(message.task_id, pack_error(errors.TaskCancelled(message.task_id)))
+        if future.cancelled():  # answered here; the coroutine's own answer comes second, ignored
+            task_id = message.task_id
+            self.cancel_flags.discard(task_id)
+            self.budget.close(task_id)
+            error = errors.TaskCancelled(task_id)
+            if message.streaming:  # a cancelled stream: RayTaskError(TaskCancelledError), as Ray
+                error = cancelled_failure(asyncio.CancelledError(), task_id, message.name,
+                                          self.worker.actor_class_name)
+            self.worker.send_done(task_id, pack_error(error))
             flush_posted()
 
     def cancel(self, task_id):
-        """Cancel a call running on the event loop; False if it is not one."""
+        """Cancel call ``task_id``: on the loop it is cancelled there; elsewhere it is flagged
+        (skipped if it has not started, answered as cancelled when it ends if it has)."""
         future = self.async_calls.get(task_id)
-        if future is None:
-            return False
-        future.cancel()
-        return True
+        if future is not None:
+            self.cancel_flags.add(task_id)
+            future.cancel()
+            return
+        self.cancel_flags.add(task_id)
+        self.budget.wake()  # a stream paused by backpressure stops now
 
-    def _failure(self, exc, task_id, name):
+    def _failure(self, exc, message):
+        """``(reply, retryable)`` for what call ``message`` raised."""
         w = self.worker
         if isinstance(exc, (Cancelled, asyncio.CancelledError)):
-            return pack_error(errors.TaskCancelled(task_id))
+            return pack_error(errors.TaskCancelled(message.task_id)), False
         if isinstance(exc, SystemExit):
-            # exit_actor() or sys.exit(): the actor ends after this call, not restarted, and
+            if not (w.exit_actor_after_call or intended_exit(exc)):
+                # sys.exit(1) and the like: the process dies as from a crash, unanswered; the
+                # driver then restarts the actor if it may (ActorUnavailableError meanwhile).
+                from ray_adapter.core.embedded.worker import end_process
+
+                code = exc.code if isinstance(exc.code, int) else 1
+                flush_posted()
+                end_process(code)
+            # exit_actor() or sys.exit(0): the actor ends after this call, not restarted, and
             # the call itself reports the actor's death, as in Ray.
             w.exit_actor_after_call = True
-            return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name))
-        return pack_error(task_failure(exc, name, w.actor_class_name))
+            return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
+        retryable = should_retry(exc, message.retry_exceptions)
+        return pack_error(task_failure(exc, message.name, w.actor_class_name)), retryable
 
-    def _finish(self, task_id, reply, where="main"):
+    def _finish(self, task_id, reply, where="main", retryable=False):
         """Answer call ``task_id``. Results are posted: the main thread flushes when idle, the
         event loop once per turn (all calls that finished in it go in one write), a pool
         thread at once."""
         w = self.worker
         if w.exit_actor_after_call:
             w.exit_actor(task_id, reply)
-        w.send_done(task_id, reply)
+        w.send_done(task_id, reply, retryable)
         if where == "loop":
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self.loop.call_soon(self._flush_from_loop)
+            self._schedule_flush()
         elif where == "pool":
             flush_posted()
+
+    def _schedule_flush(self):
+        """On the loop: flush what this turn posted at the end of the turn."""
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush_from_loop)
 
     def _flush_from_loop(self):
         self._flush_scheduled = False
         flush_posted()
 
 
-async def _loop_primitives(limit):
-    return asyncio.Semaphore(limit), asyncio.Event()
+def _unknown_group(group):
+    return ValueError(f"the concurrency group {group!r} is not defined for this actor")
 
 
-async def _await(awaitable):
-    return await awaitable
+def _log_name(instance):
+    """The name Ray prefixes an actor's output with: ``repr(instance)`` when its class
+    defines ``__repr__``, else the class name."""
+    if type(instance).__repr__ is object.__repr__:
+        return None
+    try:
+        return repr(instance)
+    except Exception:  # noqa: BLE001 - a broken __repr__: the class name then
+        return None
+
+
+async def _loop_primitives(sizes):
+    return {group: asyncio.Semaphore(n) for group, n in sizes.items()}, asyncio.Event()
 
 
 class PrefixWriter:
@@ -275,7 +301,8 @@ class PrefixWriter:
     def write(self, text):
         if not text:
             return 0
-        name = self._worker.actor_class_name or current_call.get()[1] or "worker"
+        w = self._worker
+        name = w.actor_log_name or w.actor_class_name or current_call.get()[1] or "worker"
         prefix = f"({name} pid={os.getpid()}) "
         with self._lock:
             out = []

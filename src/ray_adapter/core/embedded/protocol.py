@@ -13,12 +13,19 @@ Data flow::
 
     driver                                              worker
       Init, Function, RunTask, CreateActor,   ------>   (reader thread -> executor)
-      CallActor, Cancel, Reply, GetReply, Exit
-      (reader thread per worker)              <------   Hello, TaskDone, ActorReady,
+      CallActor, Cancel, Reply, GetReply,
+      StreamAck, Exit
+      (reader thread per worker)              <------   Hello, TaskDone, StreamItem, ActorReady,
                                                         ActorFailed, ActorExiting, RefUpdate,
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
-                                                        GetReq, WaitReq, QueryReq
+                                                        GetReq, WaitReq, QueryReq, StreamNextReq
+
+Streaming generators: a call run with ``streaming`` sends one :class:`StreamItem` per yielded
+value, in order (an exception the generator raises is its last item, not ok), then its
+:class:`TaskDone`, which ends the stream and seals the call's completion object. With
+``backpressure`` > 0 the worker pauses the generator while that many items are unconsumed;
+the driver reports consumption with :class:`StreamAck`.
 """
 from typing import Dict, List, Optional, Union
 
@@ -26,7 +33,7 @@ import msgspec
 
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 1
+VERSION = 2
 
 
 class Payload(msgspec.Struct, array_like=True):
@@ -92,6 +99,8 @@ class RunTask(_Msg):
     gpu_ids: List[int]
     retry_exceptions: bytes = b""  # pickled False / True / tuple of classes; b"": none
     assignment: Optional[Assignment] = None
+    streaming: bool = False        # the function's generator streams its items (StreamItem)
+    backpressure: int = -1         # streaming: unconsumed items before the generator pauses
 
 
 class CreateActor(_Msg):
@@ -110,6 +119,8 @@ class CreateActor(_Msg):
     handle_meta: bytes     # pickled, opaque to the core
     runtime_env: bytes     # pickled dict
     assignment: Optional[Assignment] = None
+    concurrency_groups: Dict[str, int] = {}  # group -> max concurrent calls
+    backpressure: int = -1  # unconsumed stream items of all calls before they pause
 
 
 class CallActor(_Msg):
@@ -119,6 +130,10 @@ class CallActor(_Msg):
     deps: List[Dep]
     num_returns: int
     name: str
+    group: str = ""                # concurrency group; "": the default one
+    streaming: bool = False
+    backpressure: int = -1
+    retry_exceptions: bytes = b""  # as in RunTask
 
 
 class Cancel(_Msg):
@@ -142,11 +157,19 @@ class GetReply(_Msg):
     error: Optional[Payload] = None
 
 
+class StreamAck(_Msg):
+    """The consumer of stream ``task_id`` has taken ``consumed`` items in all."""
+
+    task_id: bytes
+    consumed: int
+
+
 class Exit(_Msg):
     pass
 
 
-ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply, Exit]
+ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply,
+                 StreamAck, Exit]
 
 
 # ==================================================================== worker -> driver
@@ -164,6 +187,16 @@ class TaskDone(_Msg):
     ok: bool
     results: List[Payload]
     retryable: bool = False
+
+
+class StreamItem(_Msg):
+    """Item ``index`` (0, 1, ...) of the stream of call ``task_id``: its value, or when not
+    ``ok`` the pickled core error the generator raised (its last item)."""
+
+    task_id: bytes
+    index: int
+    ok: bool
+    value: Payload
 
 
 class ActorReady(_Msg):
@@ -210,6 +243,8 @@ class TaskOptionsWire(msgspec.Struct, array_like=True):
     retry_exceptions: bytes  # pickled False / True / tuple of classes
     runtime_env: bytes       # pickled dict or b""
     scheduling: bytes = b""  # pickled core.scheduling.Placement or b"" (default)
+    generator: str = ""      # "streaming" or ""
+    backpressure: int = -1
 
 
 class SubmitTaskReq(_Msg):
@@ -236,6 +271,11 @@ class CallActorReq(_Msg):
     deps: List[bytes]
     name: str
     num_returns: int
+    generator: str = ""
+    backpressure: int = -1
+    group: str = ""
+    max_task_retries: int = -2  # -2: the actor's
+    retry_exceptions: bytes = b""
 
 
 class PutReq(_Msg):
@@ -256,6 +296,14 @@ class WaitReq(_Msg):
     timeout: Optional[float]
 
 
+class StreamNextReq(_Msg):
+    """``stream_next`` from a worker: answered by a Reply with the next item's id or None."""
+
+    req_id: int
+    generator_id: bytes
+    timeout: Optional[float]
+
+
 class QueryReq(_Msg):
     """A request answered from driver state (cancel, kill, named actors, cluster state):
     ``method`` names it, ``args`` is the pickled argument tuple."""
@@ -265,8 +313,9 @@ class QueryReq(_Msg):
     args: Payload
 
 
-ToDriver = Union[Hello, TaskDone, ActorReady, ActorFailed, ActorExiting, RefUpdate, FunctionReq,
-                 SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq, QueryReq]
+ToDriver = Union[Hello, TaskDone, StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
+                 FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq,
+                 QueryReq, StreamNextReq]
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

@@ -19,7 +19,7 @@ from ray_adapter.core.interface import TaskOptions
 QUERIES = frozenset(("cancel", "kill_actor", "get_named_actor", "list_named_actors", "nodes",
                      "cluster_resources", "available_resources", "create_placement_group",
                      "remove_placement_group", "placement_group_table", "placement_group_ready",
-                     "state", "resources_per_node"))
+                     "state", "resources_per_node", "stream_peek", "stream_close"))
 
 
 def _plain(value):
@@ -51,7 +51,8 @@ class DriverService:
             max_calls=o.max_calls,
             retry_exceptions=pickle.loads(o.retry_exceptions) if o.retry_exceptions else False,
             runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None,
-            scheduling=pickle.loads(o.scheduling) if o.scheduling else None)
+            scheduling=pickle.loads(o.scheduling) if o.scheduling else None,
+            generator=o.generator or None, generator_backpressure=o.backpressure)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
                      message.deps, options)
@@ -63,9 +64,35 @@ class DriverService:
                      message.deps, options)
 
     def on_call_actor(self, worker, message, buffers):
-        args = from_payload(message.args, buffers)
-        self._answer(worker, message.req_id, self.rt.call_serialized, message.actor_id,
-                     message.method, args, message.deps, message.name, message.num_returns)
+        m = message
+        args = from_payload(m.args, buffers)
+        options = TaskOptions(
+            name=m.name, num_returns=m.num_returns, generator=m.generator or None,
+            generator_backpressure=m.backpressure, concurrency_group=m.group or None,
+            max_task_retries=None if m.max_task_retries == -2 else m.max_task_retries,
+            retry_exceptions=pickle.loads(m.retry_exceptions) if m.retry_exceptions else False)
+        self._answer(worker, m.req_id, self.rt.call_serialized, m.actor_id, m.method, args,
+                     m.deps, options, worker)
+
+    def on_stream_next(self, worker, message, buffers):
+        """``stream_next`` from a worker: answered once the next item exists or the stream
+        ended (or the timeout passed), without blocking this thread."""
+        rt, req_id = self.rt, message.req_id
+        generator_id = message.generator_id
+
+        def answer(_ok=True):
+            try:
+                taken = rt.streams.next(generator_id, 0)
+            except errors.GetTimeout:  # a timeout of 0 that found nothing yet
+                self.reply_error(worker, req_id, errors.GetTimeout(message.timeout))
+                return
+            self.reply(worker, req_id, taken)
+
+        def expired():
+            self.reply_error(worker, req_id, errors.GetTimeout(message.timeout))
+
+        peek, _ = rt.streams.peek(generator_id)
+        self._when(worker, req_id, [peek], 1, message.timeout, answer, expired)
 
     def on_put(self, worker, message, buffers):
         # Owned by the worker: it sends a decref when its last ref is gone.

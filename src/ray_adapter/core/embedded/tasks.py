@@ -6,6 +6,10 @@ Life of a task (:class:`TaskState`)::
        \\__________________ cancel, failed argument, retry exhausted ______________/
     RUNNING --worker died / retryable error--> QUEUED (retry)
 
+A streaming task (``TaskOptions.generator="streaming"``) has one return, its completion; its
+items go to the stream table (:mod:`.streams`) as they arrive, and it ends there when the task
+finishes for good (a cancel drops the items not taken yet, as in Ray).
+
 Thread-safety: ``TaskManager._lock`` guards every record's state and the worker handles'
 ``task`` field. It is held only for state changes and for queueing messages on a worker's
 channel (no I/O); object-table and scheduler calls, worker spawning and writes happen after it
@@ -60,7 +64,7 @@ class TaskShape:
 class TaskRecord:
     __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
                  "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
-                 "waiter", "retry_blob", "shape")
+                 "waiter", "retry_blob", "shape", "streaming")
 
     def __init__(self, task_id, key, args, deps, carried, options, return_ids):
         self.task_id = task_id
@@ -80,6 +84,7 @@ class TaskRecord:
         self.worker = None
         self.waiter = None
         self.retry_blob = self.shape.retry_blob
+        self.streaming = options.generator == "streaming"
 
 
 def _retry_blob(spec):
@@ -133,13 +138,17 @@ class TaskManager:
         ObjectFreed for an argument ref whose object is gone."""
         rt = self.rt
         task_id = rt.ids.task()
-        return_ids = ids.IdFactory.returns(task_id, options.num_returns or 1)
+        streaming = options.generator == "streaming"
+        num_returns = 1 if streaming else options.num_returns
+        return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
         record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
         if deps:
             rt.objects.hold(deps)
-        rt.objects.create(return_ids, 1 if options.num_returns else 0, task_id)
+        rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
         rt.events.submitted(task_id, options.name, "NORMAL_TASK", None, options.resources,
                             getattr(options.scheduling, "group_id", None))
+        if streaming:
+            rt.streams.open(task_id, options.generator_backpressure > 0)
         rt.actors.carry(carried)
         with self._lock:
             self._tasks[task_id] = record
@@ -147,7 +156,7 @@ class TaskManager:
             record.waiter = rt.objects.when_ready(deps, lambda ok, r=record: self._deps_ready(r, ok))
         else:
             self._deps_ready(record, True)
-        return return_ids if options.num_returns else []
+        return return_ids if num_returns else []
 
     def _deps_ready(self, record, ok):
         if not ok:
@@ -231,10 +240,12 @@ class TaskManager:
         if grant.devices:
             env = dict(env, **device_env(grant.devices))
         message = protocol.RunTask(
-            record.task_id, record.key, args, deps, record.options.num_returns or 1,
+            record.task_id, record.key, args, deps,
+            1 if record.streaming else (record.options.num_returns or 1),
             record.options.name, env, record.shape.amounts,
             list(grant.devices.get("GPU", ())), record.retry_blob,
-            assignment(grant, record.options.scheduling))
+            assignment(grant, record.options.scheduling), record.streaming,
+            record.options.generator_backpressure)
         with self._lock:
             cancelled = record.cancelled
             if not cancelled:
@@ -249,6 +260,8 @@ class TaskManager:
             self._finish_cancelled(record)
             return
         rt.events.running(record.task_id, worker)
+        if record.streaming:
+            rt.streams.attach(record.task_id, worker)
         worker.flush()
 
     # -- results -----------------------------------------------------------------------------
@@ -306,6 +319,8 @@ class TaskManager:
                 outcome = "died"
         rt.scheduler.run(rt.scheduler.release(grant))
         code = worker.proc.returncode
+        if outcome != "cancelled":
+            notice_worker_died(worker.pid, code)
         if outcome == "cancelled":
             self._finish_cancelled(record)
         elif outcome == "retry":
@@ -350,6 +365,8 @@ class TaskManager:
             datas = list(datas) + [datas[-1]] * (n - len(datas))
         rt.adopt_contained(datas)
         rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(record.return_ids, datas)])
+        if record.streaming:
+            rt.streams.end(record.task_id, drop_untaken=record.cancelled and is_error)
 
     # -- cancellation ------------------------------------------------------------------------
     def cancel(self, task_id, force):
@@ -402,6 +419,14 @@ class TaskManager:
     def clear(self):
         with self._lock:
             self._tasks.clear()
+
+
+def notice_worker_died(pid, exit_code):
+    """Ray's notice when a worker process dies unexpectedly (on stderr here: Ray's goes to
+    stdout at a timing-dependent place, which no program can rely on)."""
+    notice("A worker died or was killed while executing a task by an unexpected system error. "
+           f"Worker PID: {pid} Worker exit type: SYSTEM_ERROR Worker exit detail: the worker "
+           f"process exited unexpectedly with exit code {exit_code}.")
 
 
 def notice(text):

@@ -10,6 +10,8 @@ The worker is a child subreaper and leads its own process group: when the driver
 socket closes, for whatever reason (even SIGKILL), the worker kills every process its tasks
 started, then exits, so nothing is left behind.
 """
+import contextlib
+import inspect
 import os
 import queue
 import signal
@@ -19,12 +21,15 @@ import threading
 import traceback
 
 from ray_adapter.core import errors, shm
-from ray_adapter.core.embedded import executors, protocol
+from ray_adapter.core.embedded import executors, protocol, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.execution import apply_env, restore_env
+
+
+_MAIN_THREAD = threading.main_thread()
 
 
 class Worker:
@@ -54,9 +59,17 @@ class Worker:
         self.cancel_requested = None
         self.cancelled = set()          # cancelled before they started
         self.exit_actor_after_call = False
+        self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
+        self.sending = False            # the main thread is writing a frame (see whole_frames)
+        self.budget = streaming.Budget()  # backpressure of a streaming task's items
 
     def send(self, message, buffers=()):
-        self.channel.send(protocol.encode(message), buffers)
+        """Write ``message`` now (from the main thread, a cancel's signal cannot cut it)."""
+        if threading.current_thread() is _MAIN_THREAD:
+            with self.whole_frames():
+                self.channel.send(protocol.encode(message), buffers)
+        else:
+            self.channel.send(protocol.encode(message), buffers)
 
     def post(self, message, buffers=()):
         """Queue ``message`` for the next batch (written before this process next blocks)."""
@@ -72,13 +85,14 @@ class Worker:
                 message = decode(body)
                 kind = type(message)
                 if kind is protocol.CallActor:
-                    host = self.actor
-                    if host is not None and host.concurrent:
-                        host.submit(message, buffers)
-                    else:
-                        self.exec_queue.put((message, buffers))
+                    self.actor.accept(message, buffers)
                 elif kind is protocol.RunTask:
+                    if message.streaming:  # before any ack for it can arrive
+                        self.budget.open(message.task_id, message.backpressure)
                     self.exec_queue.put((message, buffers))
+                elif kind is protocol.StreamAck:
+                    (self.actor.budget if self.actor is not None else self.budget).ack(
+                        message.task_id, message.consumed)
                 elif kind is protocol.Reply or kind is protocol.GetReply:
                     self.core.on_reply(message, buffers)
                 elif kind is protocol.Function:
@@ -117,11 +131,10 @@ class Worker:
         self.send(protocol.Hello(protocol.VERSION, os.getpid()))
 
     def on_cancel(self, task_id, force):
-        if self.actor is not None and self.actor.cancel(task_id):
+        if self.actor is not None:  # actor calls are flagged, never interrupted (as in Ray)
+            self.actor.cancel(task_id)
             return
-        if self.running_task != task_id:
-            # Queued here, or running on a threaded actor's pool (a thread cannot be
-            # interrupted): either way the call is answered as cancelled.
+        if self.running_task != task_id:  # queued here: answered as cancelled when it comes up
             self.cancelled.add(task_id)
             return
         if force:
@@ -130,6 +143,21 @@ class Worker:
         signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def _on_sigusr1(self, signum, frame):
+        if self.cancel_requested is not None and self.cancel_requested == self.running_task:
+            if self.sending:  # never in the middle of a frame: raised once it is written
+                return
+            self.cancel_requested = None
+            raise executors.Cancelled()
+
+    @contextlib.contextmanager
+    def whole_frames(self):
+        """Send from the main thread without a cancel's signal cutting a frame in two; a
+        cancel that arrived meanwhile is raised after it."""
+        self.sending = True
+        try:
+            yield
+        finally:
+            self.sending = False
         if self.cancel_requested is not None and self.cancel_requested == self.running_task:
             self.cancel_requested = None
             raise executors.Cancelled()
@@ -171,6 +199,7 @@ class Worker:
         task_id, name, num_returns = message.task_id, message.name, message.num_returns
         if task_id in self.cancelled:
             self.cancelled.discard(task_id)
+            self.budget.close(task_id)
             self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
             return
         self.assigned_resources, self.gpu_ids = message.resources, message.gpu_ids
@@ -184,15 +213,18 @@ class Worker:
                 fn = self.load(message.key)
                 args, kwargs = executors.resolve_args(message.args, message.deps, buffers)
                 result = fn(*args, **kwargs)
+                if message.streaming:  # its items go out as it yields (a cancel interrupts it)
+                    reply = streaming.produce(self, task_id, name, result, self.budget)
             finally:
                 self.running_task = None
                 self.cancel_requested = None
-            reply = executors.pack_results(result, num_returns)
+                if message.streaming:
+                    self.budget.close(task_id)
+            if not message.streaming:
+                reply = executors.pack_results(result, num_returns, inspect.isgeneratorfunction(fn), name)
         except (executors.Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
-            failure = executors.task_failure(exc, name, None)
-            failure.cause = errors.TaskCancelled(task_id)
-            reply = executors.pack_error(failure)
+            reply = executors.pack_error(executors.cancelled_failure(exc, task_id, name))
         except SystemExit:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).

@@ -19,6 +19,7 @@ import threading
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
 
 # (task_id, task_name, actor_id) of the call running in this thread / coroutine.
@@ -103,7 +104,7 @@ class WorkerCore(RuntimeCore):
 
     # -- objects -----------------------------------------------------------------------------
     def put(self, value):
-        ser = serialization.dumps(value)
+        ser = serialize_value(value)
 
         def build(rid):
             buffers = []
@@ -163,6 +164,7 @@ class WorkerCore(RuntimeCore):
         while True:
             event = self._ref_events.get()
             update = protocol.RefUpdate([], [], [], [], [], [])
+            closed = []
             while event is not None:
                 kind, target = event
                 if kind == "own":
@@ -188,12 +190,16 @@ class WorkerCore(RuntimeCore):
                     update.escape.append(target)
                 elif kind == "unpin":
                     update.unpin.append(list(target))
+                elif kind == "sclose":
+                    closed.append(target)
                 try:
                     event = self._ref_events.get_nowait()
                 except queue.Empty:
                     event = None
             if update.decref or update.pin or update.unborrow or update.escape or update.unpin:
                 self._worker.send(update)
+            for generator_id in closed:
+                self._worker.send(protocol.QueryReq(0, "stream_close", _plain((generator_id,))))
 
     # -- tasks and actors --------------------------------------------------------------------
     def _ship(self, key, function):
@@ -215,14 +221,13 @@ class WorkerCore(RuntimeCore):
 
     def submit_task(self, function, function_key, args, kwargs, options):
         self._ship(function_key, function)
-        ser = serialization.dumps((args, kwargs))
+        ser = serialize_args(args, kwargs)
         wire = protocol.TaskOptionsWire(
             options.name, options.num_returns, dict(options.resources), options.max_retries,
-            options.max_calls,
-            pickle.dumps(tuple(options.retry_exceptions) if isinstance(options.retry_exceptions, list)
-                         else options.retry_exceptions),
+            options.max_calls, _retry_blob(options.retry_exceptions) or pickle.dumps(False),
             pickle.dumps(options.runtime_env) if options.runtime_env else b"",
-            pickle.dumps(options.scheduling) if options.scheduling is not None else b"")
+            pickle.dumps(options.scheduling) if options.scheduling is not None else b"",
+            options.generator or "", options.generator_backpressure)
 
         def build(rid):
             buffers = []
@@ -236,7 +241,7 @@ class WorkerCore(RuntimeCore):
 
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._ship(class_key, cls)
-        ser = serialization.dumps((args, kwargs))
+        ser = serialize_args(args, kwargs)
         blob = pickle.dumps(options)
 
         def build(rid):
@@ -247,15 +252,31 @@ class WorkerCore(RuntimeCore):
         return self._request(build)
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
-        ser = serialization.dumps((args, kwargs))
+        ser = serialize_args(args, kwargs)
+        retries = options.max_task_retries
 
         def build(rid):
             buffers = []
-            return protocol.CallActorReq(rid, actor_id, method_name, to_payload(ser, buffers),
-                                         self._deps(args, kwargs), options.name or method_name,
-                                         options.num_returns), buffers
+            return protocol.CallActorReq(
+                rid, actor_id, method_name, to_payload(ser, buffers), self._deps(args, kwargs),
+                options.name or method_name, options.num_returns, options.generator or "",
+                options.generator_backpressure, options.concurrency_group or "",
+                -2 if retries is None else retries, _retry_blob(options.retry_exceptions)), buffers
 
         return self._own(self._request(build))
+
+    # -- streams (owned by the driver; items taken here are owned by this worker) ------------
+    def stream_next(self, generator_id, timeout):
+        taken = self._request(lambda rid: (protocol.StreamNextReq(rid, generator_id, timeout), ()))
+        if taken is not None:
+            self._own([taken])
+        return taken
+
+    def stream_peek(self, generator_id):
+        return self._query("stream_peek", generator_id)
+
+    def stream_close(self, generator_id):
+        self._ref_events.put(("sclose", generator_id))  # from a finalizer: queued
 
     def kill_actor(self, actor_id, no_restart):
         return self._query("kill_actor", actor_id, no_restart)
@@ -352,6 +373,11 @@ class WorkerCore(RuntimeCore):
         task_id, task_name, actor_id = current_call.get()
         w = self._worker
         a = w.assignment
+        host = w.actor
+        if host is not None and task_id is not None:
+            canceled = task_id in host.cancel_flags
+        else:
+            canceled = task_id is not None and task_id in w.cancelled
         return CallContext(
             job_id=w.job_id, node_id=w.node_id, worker_id=w.worker_id, namespace=w.namespace,
             is_driver=False, task_id=task_id,
@@ -363,7 +389,15 @@ class WorkerCore(RuntimeCore):
             placement_group_id=(a.group_id or None) if a is not None else None,
             capture_child_tasks=bool(a is not None and a.capture),
             gcs_address=f"embedded://127.0.0.1:{os.getppid()}",
-            accelerator_ids={k: list(v) for k, v in a.accelerators.items()} if a is not None else {})
+            accelerator_ids={k: list(v) for k, v in a.accelerators.items()} if a is not None else {},
+            is_canceled=canceled, actor_is_async=host is not None and host.is_async)
+
+
+def _retry_blob(spec):
+    """``retry_exceptions`` as it travels: pickled False / True / tuple of classes; b"" for none."""
+    if not spec:
+        return b""
+    return pickle.dumps(tuple(spec) if isinstance(spec, list) else spec)
 
 
 def not_found(kind, key):

@@ -10,7 +10,7 @@ import threading
 
 from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo
-from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong import actor_shell, shell
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -20,10 +20,12 @@ class _Actor:
     backend's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
 
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources", "call", "created")
+                 "resources", "call", "created", "options", "unfinished")
 
-    def __init__(self, actor_id, proxy, info, detached, resources=None):
+    def __init__(self, actor_id, proxy, info, detached, resources=None, options=None):
         self.resources = dict(resources or {})
+        self.options = options
+        self.unfinished = 0  # calls made from this process and not finished (max_pending_calls)
         self.created = threading.Event()
         self.proxy = self.call = None
         if proxy is not None:
@@ -47,7 +49,7 @@ class ActorsMixin:
 
     def _shell(self):
         if self._shell_creator is None:
-            self._shell_creator = self.yr.instance(shell.ActorShell)
+            self._shell_creator = self.yr.instance(actor_shell.ActorShell)
         return self._shell_creator
 
     def create_actor(self, cls, class_key, args, kwargs, options):
@@ -55,7 +57,7 @@ class ActorsMixin:
         namespace = options.namespace if options.namespace is not None else self.namespace
         actor_id = self._ids.actor()
         info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
-        actor = _Actor(actor_id, None, info, options.detached, options.resources)
+        actor = _Actor(actor_id, None, info, options.detached, options.resources, options)
         with self._lock:  # check and reserve the name at once: concurrent creators race here
             if options.name:
                 existing = self._names.get((namespace, options.name))
@@ -70,10 +72,13 @@ class ActorsMixin:
             env = dict((options.runtime_env or {}).get("env_vars") or {})
             placement = options.scheduling
             in_group = placement is not None and placement.in_group
+            groups = dict(options.concurrency_groups or {})
             meta = (actor_id, options.name, options.class_name, options.is_async, env,
-                    dict(options.resources), dep_indexes,
+                    dict(options.resources), dep_indexes, groups, options.max_concurrency,
+                    options.max_restarts,
                     (placement.group_id, bool(placement.capture)) if in_group else None)
             concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
+            concurrency += sum(groups.values())  # every group's calls run at once; the shell limits each
             opts = self.invoke_options(
                 options.resources, name=None if self.local_mode else options.name,
                 namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
@@ -111,14 +116,42 @@ class ActorsMixin:
         if actor.dead or actor.call is None:
             return self._failed_returns(task_id, options.num_returns, actor.death or errors.ActorDied(
                 actor_id, errors.ActorDeath.UNKNOWN, actor.info.class_name))
+        limit = actor.options.max_pending_calls if actor.options is not None else -1
+        if limit > 0 and actor.unfinished >= limit:
+            raise errors.PendingCallsLimit(actor_id, actor.info.class_name, method_name, limit)
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
-        meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes)
+        streaming = options.generator == "streaming"
+        retries = options.max_task_retries
+        if retries is None:
+            retries = actor.options.max_task_retries if actor.options is not None else 0
+        retry_on = options.retry_exceptions
+        meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes, streaming,
+                options.concurrency_group or "", retry_on, retries if retry_on else 0, retries)
         try:
-            ref = actor.call.invoke(meta, packed, *deps)
+            if streaming:
+                limit = options.generator_backpressure
+                return_ids = self._stream_returns(lambda: actor.call.invoke(meta, packed, *deps),
+                                                  task_id, limit, actor_id, options.name)
+            else:
+                ref = actor.call.invoke(meta, packed, *deps)
+                return_ids = self._returns(ref, task_id, options.num_returns, actor_id, options.name)
         except Exception as exc:  # e.g. "this instance is terminated"
             return self._failed_returns(task_id, options.num_returns,
                                         actor.death or self._from_yr_error(exc, actor_id))
-        return self._returns(ref, task_id, options.num_returns, actor_id)
+        if actor.options is not None and actor.options.max_pending_calls > 0 and return_ids:
+            self._count_unfinished(actor, return_ids[0])
+        return return_ids
+
+    def _count_unfinished(self, actor, object_id):
+        with self._lock:
+            actor.unfinished += 1
+            future = self._future(self._objects[object_id])
+
+        def done(_f):
+            with self._lock:
+                actor.unfinished -= 1
+
+        future.add_done_callback(done)
 
     def _terminate(self, actor):
         try:
@@ -140,6 +173,7 @@ class ActorsMixin:
                     obj.future.set_exception(death)
                 except concurrent.futures.InvalidStateError:
                     pass
+        self._end_streams_of(actor.actor_id)
 
     def kill_actor(self, actor_id, no_restart):
         with self._lock:

@@ -31,6 +31,7 @@ from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
 from ray_adapter.core.yuanrong.resource_groups import ResourceGroupsMixin
+from ray_adapter.core.yuanrong.streams import StreamsMixin
 
 #: yr resource names for Ray's accelerator resources.
 ACCELERATOR_RESOURCES = {"GPU": "GPU/.+/count", "NPU": "NPU/.+/count"}
@@ -49,7 +50,8 @@ def load_yr():
     return yr
 
 
-class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMixin, RuntimeCore):
+class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMixin,
+                      RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
 
     Lifecycle and tasks live here; objects, actors and cluster state in the mixins of
@@ -64,6 +66,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
         self._objects = {}
         self._actors = {}
         self._names = {}
+        self._streams = {}  # task id -> streams.Stream of a streaming call
         # (namespace, name) -> Future of the ActorInfo of a named actor being created: a
         # concurrent create with the same name waits on it (get_if_exists) or fails, so two
         # racing ``get_if_exists`` creations yield one actor. The creator always resolves it.
@@ -147,6 +150,9 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
             self._objects.clear()
             self._actors.clear()
             self._names.clear()
+            streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:  # a producer paused by backpressure stops
+            stream.cancel()
         self._releases.close()
         self._close_groups(gone)
         for actor in actors:
@@ -166,7 +172,14 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
                 obj = self._obj(r.object_id)
                 deps.append(obj.ref)
                 dep_indexes.append(obj.index)
-        return shell.pack_args(args, kwargs), dep_indexes, deps
+        try:
+            packed = shell.pack_args(args, kwargs)
+        except Exception:  # noqa: BLE001 - as Ray: TypeError naming the argument
+            from ray_adapter.core.execution import serialize_args
+
+            serialize_args(args, kwargs)  # raises Unserializable naming the first bad argument
+            raise
+        return packed, dep_indexes, deps
 
     def invoke_options(self, resources, *, placement=None, **options):
         """The ``yr.InvokeOptions`` for Ray resources/options (units converted) and a core
@@ -227,8 +240,9 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
         retry_on = options.retry_exceptions
         placement = options.scheduling
         in_group = placement is not None and placement.in_group
+        streaming = options.generator == "streaming"
         meta = (task_id, options.name, options.num_returns or 1, env, dict(options.resources),
-                retry_on, options.max_retries if retry_on else 0, dep_indexes,
+                retry_on, options.max_retries if retry_on else 0, dep_indexes, streaming,
                 (placement.group_id, bool(placement.capture)) if in_group else None)
         shape = (tuple(sorted(options.resources.items())), options.max_retries,
                  placement.key() if placement is not None else None)
@@ -237,8 +251,11 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
             opts = self.invoke_options(options.resources, retries=options.max_retries,
                                        placement=placement)
             runner = self._runners[shape] = self._runner.options(opts)
+        if streaming:
+            return self._stream_returns(lambda: runner.invoke(function_key, blob, meta, packed, *deps),
+                                        task_id, options.generator_backpressure, name=options.name)
         ref = runner.invoke(function_key, blob, meta, packed, *deps)
-        return_ids = self._returns(ref, task_id, options.num_returns)
+        return_ids = self._returns(ref, task_id, options.num_returns, name=options.name)
         if self.local_mode and options.resources and not in_group:  # a bundle holds it already
             self._hold(options.resources)
             ref.get_future().add_done_callback(lambda _f, r=dict(options.resources): self._release(r))
@@ -264,19 +281,32 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMix
         if future.done():
             return
         task_id = object_id[:ids.TASK_ID_SIZE]
-        if self.local_mode:
+        started = True
+        if obj.actor_id is not None:
+            shell.request_cancel(task_id)  # the running call sees is_canceled(); never skipped
+        elif self.local_mode:
             # yr's local mode loses the worker thread of a cancelled running task and then
             # schedules later tasks onto it (they never run): never let it cancel. A task that
             # has not started yet is skipped by the runner; a running one (a thread: it cannot
             # be interrupted) finishes and its result is dropped.
-            shell.cancel_local(task_id)
+            started = not shell.cancel_local(task_id)
         else:
             try:
                 self.yr.cancel(obj.ref, allow_force=bool(force), allow_recursive=bool(recursive))
             except Exception:  # yr cancels stateless tasks only; the ref still fails below
                 pass
+        if obj.actor_id is None and started:
+            # A running task is interrupted in Ray: RayTaskError(TaskCancelledError).
+            error = errors.TaskFailed(errors.TaskCancelled(task_id), "TaskCancelledError",
+                                      obj.name or "task", None, "127.0.0.1",
+                                      cause_repr="TaskCancelledError()")
+        else:
+            error = errors.TaskCancelled(task_id)
+        stream = self._streams.get(task_id)
+        if stream is not None:
+            stream.cancel()
         try:
-            future.set_exception(errors.TaskCancelled(task_id))
+            future.set_exception(error)
         except concurrent.futures.InvalidStateError:
             pass
 

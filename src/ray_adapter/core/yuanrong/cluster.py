@@ -97,6 +97,7 @@ class ClusterMixin:
         if actor_id is not None and actor_id in self._actors:
             meta = self._actors[actor_id].info.handle_meta
         group = shell.current_group.get()
+        host = shell.current_shell.get()
         return CallContext(
             job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
             namespace=self.namespace, is_driver=not in_call,
@@ -106,7 +107,10 @@ class ClusterMixin:
             actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip(),
             placement_group_id=group[0] if group else None,
             capture_child_tasks=bool(group and group[1]),
-            gcs_address=getattr(self, "address", ""))
+            gcs_address=getattr(self, "address", ""),
+            is_canceled=shell.cancel_requested(task_id),
+            actor_is_async=host is not None and host.loop is not None,
+            was_restarted=host is not None and host.restart_count > 0)
 
     def state(self, kind):
         """State API records from what this backend knows (no task events are recorded)."""

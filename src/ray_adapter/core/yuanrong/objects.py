@@ -15,16 +15,25 @@ from ray_adapter.core.yuanrong import shell
 
 
 class _Obj:
-    """An object id's yr ObjectRef (``index``: element of a multi-return) and its future."""
+    """An object id's yr ObjectRef (``index``: element of a multi-return) and its future;
+    ``name``: the producing task's name (for the error of a cancel)."""
 
-    __slots__ = ("ref", "index", "future", "refs", "actor_id")
+    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name")
 
-    def __init__(self, ref, index=None, actor_id=None):
+    def __init__(self, ref, index=None, actor_id=None, name=""):
         self.ref = ref
         self.index = index
         self.future = None
         self.refs = 1
         self.actor_id = actor_id
+        self.name = name
+
+
+def _repr(value):
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__name__} object>"
 
 
 def _settle(ours, theirs):
@@ -50,16 +59,22 @@ def _settle(ours, theirs):
 class ObjectsMixin:
     """put / get / wait / references over yr ObjectRefs."""
 
-    def _new_id(self, ref, index=None, actor_id=None, object_id=None):
+    def _new_id(self, ref, index=None, actor_id=None, object_id=None, name=""):
         oid = object_id or self._ids.put()
         with self._lock:
-            self._objects[oid] = _Obj(ref, index, actor_id)
+            self._objects[oid] = _Obj(ref, index, actor_id, name)
         return oid
 
     def put(self, value):
         self._check_started()
         # Serialized by the adapter: the store keeps a copy and readers get read-only arrays.
-        return self._new_id(self.yr.put(shell.Box(True, shell.pack(value))))
+        try:
+            packed = shell.pack(value)
+        except errors.CoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as Ray: TypeError naming the value
+            raise errors.Unserializable("put value", f"{type(exc).__name__}: {exc}", _repr(value)) from None
+        return self._new_id(self.yr.put(shell.Box(True, packed)))
 
     def _obj(self, object_id):
         obj = self._objects.get(object_id)
@@ -175,15 +190,33 @@ class ObjectsMixin:
             if obj is not None:
                 obj.refs += 1  # another holder we cannot see: keep it for the session
 
-    def _returns(self, ref, task_id, num_returns, actor_id=None):
+    def _returns(self, ref, task_id, num_returns, actor_id=None, name=""):
         count = num_returns or 1
         return_ids = ids.IdFactory.returns(task_id, count)
         if count == 1:
-            self._new_id(ref, None, actor_id, return_ids[0])
+            self._new_id(ref, None, actor_id, return_ids[0], name)
         else:
             for i, oid in enumerate(return_ids):
-                self._new_id(ref, i, actor_id, oid)
+                self._new_id(ref, i, actor_id, oid, name)
         return return_ids if num_returns else []
+
+    def _stream_returns(self, invoke, task_id, limit, actor_id=None, name=""):
+        """A streaming call: open its stream (before ``invoke()`` runs it: in local mode the
+        shell looks the stream up), invoke it, and return ``[completion id]``."""
+        stream = self._open_stream(task_id, limit, actor_id)
+        completion_id = ids.IdFactory.returns(task_id, 1)[0]
+        self._new_id(None, None, actor_id, completion_id, name)
+        completion = self._objects[completion_id].future = concurrent.futures.Future()
+        try:
+            ref = invoke()
+        except BaseException as exc:
+            self._stream_completed(stream, completion, exc)
+            raise
+        settled = concurrent.futures.Future()
+        ref.get_future().add_done_callback(lambda f: _settle(settled, f))
+        settled.add_done_callback(lambda f: self._stream_completed(
+            stream, completion, f.exception() if f.exception() is not None else f.result()))
+        return [completion_id]
 
     def _failed_returns(self, task_id, num_returns, error):
         future = concurrent.futures.Future()

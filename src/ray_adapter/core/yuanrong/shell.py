@@ -94,33 +94,132 @@ def _unpack(packed):
 unpack = _unpack
 
 
-def result_box(result, num_returns):
-    """A successful call's Box, split into ``num_returns`` packed values when more than one."""
-    if num_returns == 1:
+def result_box(result, num_returns, generator_function=False):
+    """A successful call's Box, split into ``num_returns`` packed values when more than one
+    (the generator of a generator function gives its first values)."""
+    if num_returns == 1 and not generator_function:
         return Box(True, pack(result))
-    return Box(True, [pack(v) for v in split_returns(result, num_returns)])
+    values = split_returns(result, num_returns, generator_function)
+    if num_returns == 1:
+        return Box(True, pack(values[0]))
+    return Box(True, [pack(v) for v in values])
 
 
-# Local mode (tasks are threads of the driver): tasks cancelled before they started.
+# Local mode (tasks are threads of the driver): tasks cancelled before they started, and
+# running calls asked to cancel (a thread cannot be interrupted: they see is_canceled(), and a
+# streaming call stops at its next item).
 _cancel_lock = threading.Lock()
 _cancelled_local = set()
 _started_local = set()
+_cancel_requested = set()
 
 
 def cancel_local(task_id):
-    """Local mode: skip task ``task_id`` when it comes to run (True if it had not started)."""
+    """Local mode: skip task ``task_id`` when it comes to run (True if it had not started);
+    a running one is flagged instead."""
     with _cancel_lock:
         if task_id in _started_local:
+            _cancel_requested.add(task_id)
             return False
         _cancelled_local.add(task_id)
         return True
 
 
+def request_cancel(task_id):
+    """Flag a running call as cancelled (actor calls, which are never skipped)."""
+    with _cancel_lock:
+        _cancel_requested.add(task_id)
+
+
+def cancel_requested(task_id):
+    return task_id is not None and task_id in _cancel_requested
+
+
+def _forget_cancel(task_id):
+    with _cancel_lock:
+        _cancel_requested.discard(task_id)
+
+
+# -- streaming generators ------------------------------------------------------------------------
+#: task id -> the driver's stream of a streaming call running in this process (local mode);
+#: see :mod:`.streams`. A call that finds none (a cluster runtime) returns its items at once.
+SINKS = {}
+
+
+class Collected:
+    """A generator's items (Boxes), returned at once by a call that could not stream."""
+
+    __slots__ = ("boxes",)
+
+    def __init__(self, boxes):
+        self.boxes = boxes
+
+    def __reduce__(self):
+        return Collected, (self.boxes,)
+
+
+def stream_items(task_id, name, result, cancelled_box, actor_repr=None):
+    """Run the generator ``result`` of streaming call ``task_id``: each value to the call's
+    stream as it is yielded (or collected when there is none); an exception it raises is its
+    last item. Returns the call's Box (None; ``cancelled_box()`` once it was cancelled)."""
+    sink = SINKS.get(task_id)
+    boxes = [] if sink is None else None
+    try:
+        if not inspect.isgenerator(result):
+            raise TypeError(f"the streaming call {name} returned {type(result).__name__}, not a "
+                            "generator; num_returns='streaming' needs a generator function")
+        for value in result:
+            if cancel_requested(task_id):
+                result.close()
+                return cancelled_box()
+            if sink is None:
+                boxes.append(Box(True, pack(value)))
+            elif not sink.put(Box(True, pack(value))) and cancel_requested(task_id):
+                result.close()
+                return cancelled_box()
+            if cancel_requested(task_id):
+                result.close()
+                return cancelled_box()
+    except Exception as exc:  # noqa: BLE001 - the generator's error is its last item
+        box = Box(False, task_failure(exc, name, actor_repr))
+        if sink is None:
+            boxes.append(box)
+        else:
+            sink.put(box, block=False)
+    return Box(True, Collected(boxes) if boxes is not None else None)
+
+
+async def stream_items_async(task_id, name, agen, cancelled_box, actor_repr=None):
+    """:func:`stream_items` for an async generator, on the actor's loop (a paused stream
+    waits in the loop's executor, so the loop keeps serving other calls)."""
+    sink = SINKS.get(task_id)
+    boxes = [] if sink is None else None
+    loop = asyncio.get_running_loop()
+    try:
+        async for value in agen:
+            if sink is None:
+                boxes.append(Box(True, pack(value)))
+            elif sink.limit > 0:
+                await loop.run_in_executor(None, sink.put, Box(True, pack(value)))
+            else:
+                sink.put(Box(True, pack(value)))
+            if cancel_requested(task_id):
+                await agen.aclose()
+                return cancelled_box()
+    except Exception as exc:  # noqa: BLE001
+        box = Box(False, task_failure(exc, name, actor_repr))
+        if sink is None:
+            boxes.append(box)
+        else:
+            sink.put(box, block=False)
+    return Box(True, Collected(boxes) if boxes is not None else None)
+
+
 def run_task(function, meta, packed_args, deps):
     """Run one task inside Yuanrong; returns its Box. Exceptions named by the task's
     ``retry_exceptions`` are retried here, up to ``max_retries`` times."""
-    task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes = meta[:8]
-    group = meta[8] if len(meta) > 8 else None
+    task_id = meta[0]
+    group = meta[9] if len(meta) > 9 else None  # (placement group id, capture child tasks)
     with _cancel_lock:
         if task_id in _cancelled_local:
             _cancelled_local.discard(task_id)
@@ -128,16 +227,16 @@ def run_task(function, meta, packed_args, deps):
         _started_local.add(task_id)
     group_token = current_group.set(group)
     try:
-        return _run_task(function, task_id, name, num_returns, env_vars, resources, retry_on,
-                         retries, dep_indexes, packed_args, deps)
+        return _run_task(function, meta, packed_args, deps)
     finally:
         current_group.reset(group_token)
         with _cancel_lock:
             _started_local.discard(task_id)
+            _cancel_requested.discard(task_id)
 
 
-def _run_task(function, task_id, name, num_returns, env_vars, resources, retry_on, retries,
-              dep_indexes, packed_args, deps):
+def _run_task(function, meta, packed_args, deps):
+    task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes, streaming = meta[:9]
     args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
     if failed is not None:
         return failed
@@ -146,7 +245,10 @@ def _run_task(function, task_id, name, num_returns, env_vars, resources, retry_o
     try:
         while True:
             try:
-                return result_box(function(*args, **kwargs), num_returns)
+                result = function(*args, **kwargs)
+                if streaming:
+                    return stream_items(task_id, name, result, lambda: _cancelled_task(task_id, name))
+                return result_box(result, num_returns, inspect.isgeneratorfunction(function))
             except BaseException as exc:  # noqa: BLE001 - the caller gets every failure
                 if retries != 0 and _should_retry(exc, retry_on):
                     retries -= 1
@@ -155,6 +257,12 @@ def _run_task(function, task_id, name, num_returns, env_vars, resources, retry_o
     finally:
         restore_env(saved)
         current_call.reset(token)
+
+
+def _cancelled_task(task_id, name):
+    """A task stopped by a cancel while it ran: RayTaskError(TaskCancelledError), as in Ray."""
+    return Box(False, errors.TaskFailed(errors.TaskCancelled(task_id), "TaskCancelledError", name,
+                                        None, "127.0.0.1", cause_repr="TaskCancelledError()"))
 
 
 def _should_retry(exc, retry_on):
@@ -175,93 +283,3 @@ def run_keyed(key, blob, meta, packed_args, *deps):
     if function is None:
         function = FUNCTIONS[key] = serialization.loads_plain(blob)
     return run_task(function, meta, packed_args, deps)
-
-
-class ActorShell:
-    """Hosts one user actor inside a yr instance; every method call goes through :meth:`call`.
-
-    A constructor failure is kept and reported by every call (Ray's semantics: creation is
-    asynchronous and calls fail with ActorDiedError), instead of failing the creation call.
-    """
-
-    def __init__(self, cls, meta, packed_args, *deps):
-        actor_id, name, class_name, is_async, env_vars, resources, dep_indexes = meta[:7]
-        self.group = meta[7] if len(meta) > 7 else None
-        self.actor_id, self.name, self.class_name = actor_id, name, class_name
-        self.resources = resources
-        self.init_error = None
-        self.instance = None
-        self.loop = None
-        self.exited = False
-        apply_env(env_vars)
-        args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
-        if is_async:
-            # Made first, and current while the constructor runs: asyncio objects it makes
-            # (asyncio.Event()) bind to the actor's loop on Python 3.9, as in Ray.
-            self.loop = asyncio.new_event_loop()
-        token = current_call.set((None, f"{class_name}.__init__", actor_id, name, resources))
-        if self.loop is not None:
-            asyncio.set_event_loop(self.loop)
-        group_token = current_group.set(self.group)
-        try:
-            if failed is not None:
-                self.init_error = failed.value
-            else:
-                self.instance = cls(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001
-            self.init_error = task_failure(exc, f"{class_name}.__init__")
-        finally:
-            current_group.reset(group_token)
-            current_call.reset(token)
-            if self.loop is not None:
-                asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
-        if self.loop is not None:
-            if self.init_error is None:
-                threading.Thread(target=self.loop.run_forever, daemon=True,
-                                 name="ray-adapter-yr-actor-loop").start()
-            else:
-                self.loop.close()
-                self.loop = None
-
-    def call(self, meta, packed_args, *deps):
-        method_name, task_id, name, num_returns, dep_indexes = meta
-        if self.exited:
-            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name))
-        if self.init_error is not None:
-            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.CREATION_FAILED,
-                                               self.class_name, creation_error=self.init_error))
-        args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
-        if failed is not None:
-            return failed
-        token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
-        shell_token = current_shell.set(self)
-        group_token = current_group.set(self.group)
-        try:
-            result = getattr(self.instance, method_name)(*args, **kwargs)
-            if inspect.isawaitable(result):
-                if self.loop is not None:
-                    ctx = contextvars.copy_context()
-                    result = asyncio.run_coroutine_threadsafe(
-                        _in_context(ctx, result), self.loop).result()
-                else:
-                    result = asyncio.run(_await(result))
-            return result_box(result, num_returns)
-        except SystemExit:
-            self.exited = True  # exit_actor() or sys.exit(): this call reports the death
-            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name))
-        except BaseException as exc:  # noqa: BLE001
-            return Box(False, task_failure(exc, name, self.class_name))
-        finally:
-            current_group.reset(group_token)
-            current_shell.reset(shell_token)
-            current_call.reset(token)
-
-
-async def _await(awaitable):
-    return await awaitable
-
-
-async def _in_context(ctx, awaitable):
-    for var, value in ctx.items():
-        var.set(value)
-    return await awaitable

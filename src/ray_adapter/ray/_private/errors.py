@@ -8,9 +8,10 @@ from ray_adapter.core.errors import ActorDeath, WorkerDeath
 from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
                                         ActorUnavailableError, ActorUnschedulableError,
                                         GetTimeoutError, NodeDiedError, ObjectFreedError,
-                                        RaySystemError, RayTaskError, TaskCancelledError,
-                                        TaskPlacementGroupRemoved, TaskUnschedulableError,
-                                        UnserializableException, WorkerCrashedError)
+                                        PendingCallsLimitExceeded, RaySystemError, RayTaskError,
+                                        TaskCancelledError, TaskPlacementGroupRemoved,
+                                        TaskUnschedulableError, UnserializableException,
+                                        WorkerCrashedError)
 
 _ACTOR_DEATH_TEXT = {
     ActorDeath.KILLED: "The actor is dead because it was killed by `ray.kill`.",
@@ -38,6 +39,14 @@ def _task_error(err):
     exc = RayTaskError(err.function_name, err.traceback_str, cause, pid=err.pid, ip=err.ip,
                        actor_repr=err.actor_repr)
     return exc.as_instanceof_cause()
+
+
+def pending_calls_error(err, method_name, handle):
+    """Ray's PendingCallsLimitExceeded for a refused call (names the method and the handle)."""
+    return PendingCallsLimitExceeded(
+        f"The task {method_name} could not be submitted to {handle!r} because more than "
+        f"{err.limit} tasks are queued on the actor. This limit can be adjusted with the "
+        "`max_pending_calls` actor option.")
 
 
 def name_taken_error(name, namespace_option):
@@ -123,9 +132,13 @@ def from_core_error(err):
         exc.actor_id = _hex(err.actor_id)
         return exc
     if isinstance(err, core_errors.ActorUnavailable):
-        detail = ("IOError: the actor was restarted by ray.kill(no_restart=False)" if err.restarted_by_kill
-                  else f"IOError: the actor's worker process (pid={err.pid}) died with exit code "
-                       f"{err.exit_code} and the actor is restarting")
+        if getattr(err, "while_restarting", False):
+            detail = "IOError: The actor is restarting."
+        elif err.restarted_by_kill:
+            detail = "IOError: the actor was restarted by ray.kill(no_restart=False)"
+        else:
+            detail = (f"IOError: the actor's worker process (pid={err.pid}) died with exit code "
+                      f"{err.exit_code} and the actor is restarting")
         return ActorUnavailableError(f"The actor is temporarily unavailable: {detail}", err.actor_id)
     if isinstance(err, core_errors.NodeDied):
         return NodeDiedError(
@@ -149,6 +162,14 @@ def from_core_error(err):
                           "1. You are trying to look up a named actor you didn't create. 2. The "
                           "named actor died. 3. You did not use a namespace matching the "
                           f"namespace of the actor (namespace={err.namespace}).")
+    if isinstance(err, core_errors.PendingCallsLimit):
+        return PendingCallsLimitExceeded(
+            f"The task {err.method} could not be submitted to Actor({err.class_name}, "
+            f"{_hex(err.actor_id)}) because more than {err.limit} tasks are queued on the actor. "
+            "This limit can be adjusted with the `max_pending_calls` actor option.")
+    if isinstance(err, core_errors.Unserializable):
+        shown = err.value_repr if err.value_repr is not None else "(unknown)"
+        return TypeError(f"Could not serialize the {err.what} {shown}:\n{err.error}")
     if isinstance(err, core_errors.ObjectFreed):
         return ObjectFreedError(_hex(err.object_id))
     if isinstance(err, core_errors.NotInitialized):

@@ -76,22 +76,57 @@ def _judge_partial(owner, key, value, entry, backend):
 
 
 _AMOUNTS = ("num_cpus", "num_gpus", "memory", "object_store_memory", "_memory")
-_RETRY_COUNTS = ("max_retries", "max_restarts", "max_task_retries")
+_RETRY_COUNTS = ("max_retries", "max_restarts", "max_task_retries", "max_pending_calls")
+_NONE = type(None)
+#: Ray's type constraints of the options it types (a wrong type raises TypeError, as in Ray).
+_TYPES = {
+    "num_cpus": (float, int, _NONE), "num_gpus": (float, int, _NONE), "memory": (float, int, _NONE),
+    "object_store_memory": (int, _NONE), "max_calls": (int, _NONE), "max_retries": (int, _NONE),
+    "max_restarts": (int, _NONE), "max_task_retries": (int, _NONE),
+    "max_pending_calls": (int, _NONE), "max_concurrency": (int, _NONE),
+    "num_returns": (int, str, _NONE), "name": (str, _NONE), "namespace": (str, _NONE),
+    "resources": (dict, _NONE), "concurrency_groups": (list, dict, _NONE),
+    "_generator_backpressure_num_objects": (int, _NONE),
+    "_actor_generator_backpressure_num_objects": (int, _NONE),
+    "_num_objects_per_yield": (int, _NONE), "concurrency_group": (str, _NONE),
+}
 
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _check_type(key, value):
+    types = _TYPES.get(key)
+    if types is not None and not isinstance(value, types):
+        shown = "(" + ", ".join(str(t) for t in types) + ")" if len(types) > 1 else str(types[0])
+        raise TypeError(f"The type of keyword '{key}' must be {shown}, but received type {type(value)}")
+
+
 def _check_value(key, value):
     """Ray's own checks on option values, raised where Ray raises them (at decoration)."""
     if value is None:
         return
+    _check_type(key, value)
+    if key == "num_returns":
+        if isinstance(value, str) and value not in ("streaming", "dynamic"):
+            raise ValueError(_NUM_RETURNS_TEXT)
+        if isinstance(value, int) and value < 0:
+            raise ValueError(_NUM_RETURNS_TEXT)
+        return
+    if key in ("_generator_backpressure_num_objects", "_actor_generator_backpressure_num_objects") \
+            and (value == 0 or value < -1):
+        raise ValueError(f"{key}={value} is not allowed. Use a value > 0, or -1 to disable this "
+                         "feature (1 behaves as a Python generator: one object per next()).")
+    if key == "concurrency_groups":
+        check_concurrency_groups(value)
+        return
     if key in _AMOUNTS and (not _is_number(value) or value < 0):
         raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive number, got {value!r}.")
     if key in _RETRY_COUNTS and (type(value) is not int or value < -1):
-        raise ValueError(f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, got {value!r}.")
-    if key in ("max_calls", "num_returns") and type(value) is int and value < 0:
+        raise ValueError(f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, "
+                         "where -1 represents infinity.")
+    if key == "max_calls" and type(value) is int and value < 0:
         raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer, got {value!r}.")
     if key == "max_calls" and type(value) is not int:
         raise ValueError(f"The keyword 'max_calls' only accepts None, 0 or a positive integer, got {value!r}.")
@@ -123,6 +158,26 @@ def _check_value(key, value):
 _PLACEMENT_KEYS = frozenset(("scheduling_strategy", "placement_group", "placement_group_bundle_index",
                              "placement_group_capture_child_tasks", "label_selector",
                              "accelerator_type"))
+_NUM_RETURNS_TEXT = (
+    "Default None. When None is passed, The default value is 1 for a task and actor task, and "
+    "'streaming' for generator tasks and generator actor tasks. The keyword 'num_returns' only "
+    "accepts None, a non-negative integer, 'streaming' (for generators), or 'dynamic'. 'dynamic' "
+    "flag will be deprecated in the future, and it is recommended to use 'streaming' instead.")
+
+
+def check_concurrency_groups(groups):
+    """``concurrency_groups`` must map group names (str) to their concurrency (an int >= 1)."""
+    if not isinstance(groups, dict):
+        raise TypeError("ray-adapter: concurrency_groups must be a dict {group name: max "
+                        f"concurrency}}; got {type(groups).__name__} (the list form is Ray's "
+                        "cross-language form, not supported).")
+    for name, size in groups.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"concurrency group names must be non-empty strings, got {name!r}")
+        if type(size) is not int:
+            raise TypeError(f"the concurrency of group {name!r} must be an integer, got {size!r}")
+        if size < 1:
+            raise ValueError(f"the concurrency of group {name!r} must be >= 1, got {size}")
 
 
 def _value_in(value, allowed):
@@ -155,9 +210,13 @@ def _resources(options, default_cpus):
     return {k: v for k, v in out.items() if v}
 
 
-def task_options(options, function_name):
-    """:class:`TaskOptions` for a remote function's merged options."""
-    num_returns = options.get("num_returns")
+def task_options(options, function_name, is_generator=False):
+    """:class:`TaskOptions` for a remote function's merged options (``is_generator``: it is a
+    generator function, which streams unless ``num_returns`` is an integer)."""
+    from ray_adapter.ray._private.generators import call_mode
+
+    generator, num_returns = call_mode(is_generator, options.get("num_returns"))
+    backpressure = options.get("_generator_backpressure_num_objects")
     retry = options.get("retry_exceptions", False)
     if isinstance(retry, list):
         retry = tuple(retry)
@@ -167,7 +226,8 @@ def task_options(options, function_name):
     resources = _resources(options, 1)
     return TaskOptions(
         name=options.get("name") or function_name,
-        num_returns=1 if num_returns is None else num_returns,
+        num_returns=num_returns, generator=generator,
+        generator_backpressure=-1 if backpressure is None else backpressure,
         resources=resources,
         max_retries=3 if max_retries is None else max_retries,
         max_calls=options.get("max_calls") or 0,
@@ -213,6 +273,9 @@ def actor_options(options, cls, handle_meta, is_async):
         detached=lifetime == "detached",
         runtime_env=options.get("runtime_env"),
         handle_meta=handle_meta,
+        concurrency_groups=dict(options.get("concurrency_groups") or {}),
+        max_pending_calls=-1 if options.get("max_pending_calls") is None else options["max_pending_calls"],
+        generator_backpressure=_or_default(options.get("_actor_generator_backpressure_num_objects"), -1),
     )
 
 
@@ -220,6 +283,8 @@ def is_default_actor(options):
     """An actor naming no resource: 0 CPUs while alive, 1 CPU to be placed in a bundle (Ray)."""
     return options.get("num_cpus") is None and options.get("num_gpus") is None and not (
         options.get("resources") or options.get("memory"))
+def _or_default(value, default):
+    return default if value is None else value
 
 
 def is_async_class(cls):

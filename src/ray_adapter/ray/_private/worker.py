@@ -210,6 +210,8 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     ``RayActorError``/``ActorDiedError`` for a dead actor, ``TaskCancelledError``,
     ``WorkerCrashedError`` and ``ObjectLostError``.
     """
+    if _is_generator(object_refs):
+        return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     refs, single = _check_refs(object_refs)
     if timeout is not None and timeout < 0:
         raise ValueError(f"'timeout' must be a non-negative number, got {timeout}.")
@@ -235,10 +237,11 @@ def put(value, *, _owner=None, _tensor_transport=None):
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     """``(ready, not_ready)`` lists of the given refs, in input order (mirrors ``ray.wait``).
 
-    Returns once ``num_returns`` refs are ready or ``timeout`` seconds passed. Raises
+    Returns once ``num_returns`` refs are ready or ``timeout`` seconds passed; an
+    ObjectRefGenerator is ready once its next ref is (or its stream ended). Raises
     ``TypeError`` for a single ref or non-refs, ``ValueError`` for duplicates or a bad count.
     """
-    if isinstance(ray_waitables, ObjectRef):
+    if isinstance(ray_waitables, ObjectRef) or _is_generator(ray_waitables):
         raise TypeError(
             "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
             f"ray.ObjectRef or ray.ObjectRefGenerator {ray_waitables!r}")
@@ -247,7 +250,7 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
             "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got "
             f"{type(ray_waitables)}")
     for ref in ray_waitables:
-        if not isinstance(ref, ObjectRef):
+        if not isinstance(ref, ObjectRef) and not _is_generator(ref):
             raise TypeError(
                 "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got list "
                 f"containing {type(ref)}")
@@ -263,15 +266,27 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         raise ValueError("num_returns cannot be greater than the number of ray_waitables "
                          "provided to ray.wait.")
     core = _ensure_core()
-    by_id = {r._id: r for r in ray_waitables}
+    by_id = {}
     with translated:
+        for r in ray_waitables:
+            # A generator waits on the entry of its next item (ready once it exists or ends).
+            by_id[core.stream_peek(r._generator_ref._id)[0] if _is_generator(r) else r._id] = r
         ready, not_ready = core.wait(list(by_id), num_returns, timeout)
     return [by_id[i] for i in ready], [by_id[i] for i in not_ready]
 
 
+def _is_generator(value):
+    from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator
+
+    return isinstance(value, ObjectRefGenerator)
+
+
 def cancel(ray_waitable, *, force=False, recursive=True):
     """Cancel the task that produces ``ray_waitable`` (mirrors ``ray.cancel``); ``ray.get``
-    on it then raises ``TaskCancelledError``. ``force=True`` kills the worker running it."""
+    on it then raises ``TaskCancelledError``. ``force=True`` kills the worker running it.
+    An ObjectRefGenerator's stream ends with the cancellation as its last item."""
+    if _is_generator(ray_waitable):
+        ray_waitable = ray_waitable.completed()
     if not isinstance(ray_waitable, ObjectRef):
         raise TypeError("ray.cancel() only supported for object refs. For actors, try ray.kill(). "
                         f"Got: {type(ray_waitable)}.")

@@ -1,0 +1,102 @@
+"""Arguments in, results out, for the user code a worker runs: resolving a call's arguments,
+packing its results or its failure into payloads, and the retry decision for an exception.
+
+Pure functions of the message and the value; any thread may call them.
+"""
+import pickle
+import sys
+
+from ray_adapter.core import errors, serialization
+from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.execution import split_returns, task_failure
+from ray_adapter.core.interface import ArgRef
+
+loads_plain = pickle.loads
+
+
+class Cancelled(BaseException):
+    """Raised inside a running task by a non-force cancel (BaseException: user ``except
+    Exception`` blocks do not swallow it, as with Ray's KeyboardInterrupt-based cancel)."""
+
+
+def resolve_args(payload, deps, buffers):
+    """The call's ``(args, kwargs)``, top-level ref arguments replaced by their values."""
+    args, kwargs = serialization.loads(from_payload(payload, buffers))
+    if deps:
+        values = {d.object_id: serialization.loads(from_payload(d.value, buffers)) for d in deps}
+        args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
+        if kwargs:
+            kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def pack_results(result, num_returns, generator_function=False, name="", actor_repr=None):
+    """``(ok, payloads, buffers)`` for a call's result (``num_returns`` values). A result that
+    does not split into ``num_returns`` values or cannot be serialized fails call ``name``."""
+    buffers = []
+    try:
+        payloads = [to_payload(serialization.dumps(v), buffers)
+                    for v in split_returns(result, num_returns, generator_function)]
+    except Exception as exc:  # noqa: BLE001
+        return pack_error(result_failure(exc, name, actor_repr))
+    return True, payloads, buffers
+
+
+def result_failure(exc, name, actor_repr=None):
+    """The failure of a call whose *result* was wrong: Ray shows the exception without the
+    runtime's own frames."""
+    import os
+    import traceback
+
+    from ray_adapter.core import errors as core_errors
+    from ray_adapter.core.execution import NODE_IP
+
+    text = "".join(traceback.format_exception_only(type(exc), exc))
+    return core_errors.TaskFailed(exc, text, name, os.getpid(), NODE_IP, actor_repr=actor_repr,
+                                  cause_repr=repr(exc))
+
+
+def pack_error(core_error):
+    """``(False, [payload], buffers)`` for a core error (the driver repeats it per return)."""
+    buffers = []
+    try:
+        ser = serialization.dumps(core_error)
+        serialization.loads(ser)  # an exception that pickles may still fail to rebuild
+    except Exception:  # the user's exception cannot travel: keep its text
+        if isinstance(core_error, errors.TaskFailed):
+            core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
+                                           core_error.pid, core_error.ip, core_error.actor_repr,
+                                           core_error.cause_repr)
+        ser = serialization.dumps(core_error)
+    return False, [to_payload(ser, buffers)], buffers
+
+
+def cancelled_failure(exc, task_id, name, actor_repr=None):
+    """A call interrupted while it ran: Ray reports ``RayTaskError(TaskCancelledError)``."""
+    failure = task_failure(exc, name, actor_repr)
+    failure.cause = errors.TaskCancelled(task_id)
+    failure.cause_repr = "TaskCancelledError()"
+    return failure
+
+
+_retry_specs = {}
+
+
+def should_retry(exc, blob):
+    """Does the task's ``retry_exceptions`` (pickled in ``blob``) name ``exc``?"""
+    if not blob or not isinstance(exc, Exception):
+        return False
+    spec = _retry_specs.get(blob)
+    if spec is None:
+        spec = _retry_specs[blob] = pickle.loads(blob)
+    if spec is True:
+        return True
+    return bool(spec) and isinstance(exc, tuple(spec))
+
+
+def flush_std():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass

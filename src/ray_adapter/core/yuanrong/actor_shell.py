@@ -1,0 +1,246 @@
+"""The actor shell: hosts one user actor inside a yr instance; every method call goes through
+:meth:`ActorShell.call`.
+
+- A constructor failure is kept and reported by every call (Ray's semantics: creation is
+  asynchronous and calls fail with ActorDiedError), instead of failing the creation call. An
+  ``async def __init__`` is awaited on the actor's loop.
+- Concurrency groups: yr runs up to the actor's total concurrency (every group's size plus
+  the default group's) calls at once; the shell admits at most a group's size of its calls,
+  in arrival order (threads: :class:`_Limiter`; coroutines: a semaphore per group).
+- ``exit_actor()`` and ``sys.exit(0)`` end the actor for good; another ``SystemExit`` is a
+  crash: with restarts left the shell builds a new instance (the call fails with
+  ActorUnavailable, later calls are served), else the actor is dead.
+- A method whose exception its ``retry_exceptions`` names runs again while retries last.
+"""
+import asyncio
+import collections
+import contextvars
+import inspect
+import threading
+
+from ray_adapter.core import errors
+from ray_adapter.core.execution import (actor_method, apply_env, construct, intended_exit,
+                                        task_failure)
+from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
+                                             current_group, current_shell, load_args, result_box, stream_items,
+                                             stream_items_async, _forget_cancel)
+
+DEFAULT_ASYNC_CONCURRENCY = 1000
+
+
+class _Limiter:
+    """At most ``size`` holders at once, admitted in arrival order (threads)."""
+
+    def __init__(self, size):
+        self._cond = threading.Condition(threading.Lock())
+        self._size = size
+        self._running = 0
+        self._queue = collections.deque()
+
+    def __enter__(self):
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            while self._queue[0] is not ticket or self._running >= self._size:
+                self._cond.wait()
+            self._queue.popleft()
+            self._running += 1
+            self._cond.notify_all()
+        return self
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+        return False
+
+
+class ActorShell:
+    """One user actor in a yr instance."""
+
+    def __init__(self, cls, meta, packed_args, *deps):
+        (actor_id, name, class_name, is_async, env_vars, resources, dep_indexes, groups,
+         max_concurrency, max_restarts) = meta[:10]
+        # (placement group id, capture child tasks) when the actor runs in a group's bundle
+        self.group = meta[10] if len(meta) > 10 else None
+        self.actor_id, self.name, self.class_name = actor_id, name, class_name
+        self.resources = resources
+        self.init_error = None
+        self.instance = None
+        self.loop = None
+        self.exited = False
+        self.death = None
+        self.restarts_left = max_restarts
+        self.restart_count = 0
+        self._cls = cls
+        self._build_lock = threading.Lock()
+        sizes = dict(groups or {})
+        if is_async:
+            sizes[""] = max_concurrency or DEFAULT_ASYNC_CONCURRENCY
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, daemon=True,
+                             name="ray-adapter-yr-actor-loop").start()
+            self._limits = asyncio.run_coroutine_threadsafe(_semaphores(sizes), self.loop).result()
+        else:
+            sizes[""] = max_concurrency or 1
+            self._limits = {g: _Limiter(n) for g, n in sizes.items()} if groups else {}
+        apply_env(env_vars)
+        args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        self._args = (args, kwargs)
+        if failed is not None:
+            self.init_error = failed.value
+        else:
+            self._build()
+
+    def _build(self):
+        """Make the instance (again, after a restart); a failure is kept as ``init_error``."""
+        args, kwargs = self._args
+        token = current_call.set((None, f"{self.class_name}.__init__", self.actor_id, self.name, self.resources))
+        group_token = current_group.set(self.group)
+        if self.loop is not None:
+            # Current while a sync constructor runs: asyncio objects it makes (asyncio.Event())
+            # bind to the actor's loop on Python 3.9, as in Ray.
+            asyncio.set_event_loop(self.loop)
+        try:
+            self.instance = construct(self._cls, args, kwargs, self._run_coroutine)
+        except BaseException as exc:  # noqa: BLE001
+            self.init_error = task_failure(exc, f"{self.class_name}.__init__")
+        finally:
+            if self.loop is not None:
+                asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
+            current_group.reset(group_token)
+            current_call.reset(token)
+
+    def _run_coroutine(self, coro):
+        if self.loop is not None:
+            return asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
+                                                    self.loop).result()
+        return asyncio.run(coro)
+
+    def call(self, meta, packed_args, *deps):
+        (method_name, task_id, name, num_returns, dep_indexes, streaming, group, retry_on, retries,
+         crash_retries) = meta
+        limit = self._limits.get(group or "") if self._limits else None
+        if self._limits and limit is None:
+            return Box(False, task_failure(ValueError(
+                f"the concurrency group {group!r} is not defined for this actor"), name, self.class_name))
+        try:
+            if limit is None or self.loop is not None:
+                return self._call(method_name, task_id, name, num_returns, dep_indexes, streaming,
+                                  limit, retry_on, retries, crash_retries, packed_args, deps)
+            with limit:
+                return self._call(method_name, task_id, name, num_returns, dep_indexes, streaming,
+                                  None, retry_on, retries, crash_retries, packed_args, deps)
+        finally:
+            _forget_cancel(task_id)
+
+    def _call(self, method_name, task_id, name, num_returns, dep_indexes, streaming, semaphore,
+              retry_on, retries, crash_retries, packed_args, deps):
+        if self.exited:
+            return Box(False, self.death or errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED,
+                                                             self.class_name))
+        if self.init_error is not None:
+            return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.CREATION_FAILED,
+                                               self.class_name, creation_error=self.init_error))
+        args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        if failed is not None:
+            return failed
+        token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
+        shell_token = current_shell.set(self)
+        group_token = current_group.set(self.group)
+        try:
+            while True:
+                try:
+                    return self._run(method_name, task_id, name, num_returns, streaming, semaphore,
+                                     args, kwargs)
+                except SystemExit as exc:
+                    box = self._exit(exc)
+                    if (crash_retries != 0 and isinstance(box.value, errors.ActorUnavailable)
+                            and self.init_error is None):
+                        crash_retries -= 1  # max_task_retries: replayed on the restarted actor
+                        continue
+                    return box
+                except BaseException as exc:  # noqa: BLE001
+                    if retries != 0 and _should_retry(exc, retry_on):
+                        retries -= 1
+                        continue
+                    return Box(False, task_failure(exc, name, self.class_name))
+        finally:
+            current_group.reset(group_token)
+            current_shell.reset(shell_token)
+            current_call.reset(token)
+
+    def _run(self, method_name, task_id, name, num_returns, streaming, semaphore, args, kwargs):
+        method = actor_method(self.instance, method_name)
+        result = method(*args, **kwargs)
+        if self.loop is not None and (inspect.iscoroutine(result) or inspect.isasyncgen(result)
+                                      or semaphore is not None):
+            ctx = contextvars.copy_context()
+            work = _guarded(semaphore, result, streaming, task_id, name, self.class_name, num_returns,
+                            inspect.isgeneratorfunction(method))
+            return asyncio.run_coroutine_threadsafe(_in_context(ctx, work), self.loop).result()
+        if inspect.iscoroutine(result):  # an async method on a non-async actor
+            result = asyncio.run(result)
+        if streaming:
+            return stream_items(task_id, name, result, lambda: Box(False, errors.TaskCancelled(task_id)),
+                                self.class_name)
+        box = result_box(result, num_returns, inspect.isgeneratorfunction(method))
+        if cancel_requested(task_id):  # cancelled while it ran: reported so, as in Ray
+            return Box(False, errors.TaskCancelled(task_id))
+        return box
+
+    def _exit(self, exc):
+        """A method raised SystemExit: the actor ends on purpose, restarts or dies (crash)."""
+        if self.exited or intended_exit(exc):
+            self.exited = True  # exit_actor() or sys.exit(0): this call reports the death
+            self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name)
+            return Box(False, self.death)
+        code = exc.code if isinstance(exc.code, int) else 1
+        with self._build_lock:
+            if self.restarts_left != 0:
+                if self.restarts_left > 0:
+                    self.restarts_left -= 1
+                self.restart_count += 1
+                self._build()
+                return Box(False, errors.ActorUnavailable(self.actor_id, None, code))
+        self.exited = True
+        self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.CRASHED, self.class_name,
+                                      exit_code=code)
+        return Box(False, self.death)
+
+
+async def _guarded(semaphore, result, streaming, task_id, name, class_name, num_returns,
+                   generator_function):
+    """A call's work on the actor's loop, inside its group's semaphore."""
+    async def run():
+        value = result
+        if streaming:
+            if inspect.isasyncgen(value):
+                return await stream_items_async(task_id, name, value, lambda: _cancelled(task_id, name),
+                                                class_name)
+            return stream_items(task_id, name, value, lambda: Box(False, errors.TaskCancelled(task_id)),
+                                class_name)
+        if inspect.iscoroutine(value):  # not any awaitable: an ObjectRef is one
+            value = await value
+        return result_box(value, num_returns, generator_function)
+
+    if semaphore is None:
+        return await run()
+    async with semaphore:
+        return await run()
+
+
+def _cancelled(task_id, name):
+    """A cancelled async stream reports RayTaskError(TaskCancelledError), as in Ray."""
+    return Box(False, errors.TaskFailed(errors.TaskCancelled(task_id), "TaskCancelledError", name,
+                                        None, "127.0.0.1", cause_repr="TaskCancelledError()"))
+
+
+async def _semaphores(sizes):
+    return {group: asyncio.Semaphore(n) for group, n in sizes.items()}
+
+
+async def _in_context(ctx, awaitable):
+    for var, value in ctx.items():
+        var.set(value)
+    return await awaitable

@@ -1,0 +1,141 @@
+"""Generator tasks and methods on the proxy side: which mode a call runs in, and its results.
+
+As in Ray, a generator function (or async generator function) called with ``num_returns``
+unset streams (``"streaming"``: an :class:`ObjectRefGenerator`); ``"dynamic"`` (deprecated in
+Ray) runs the generator to its end and returns one ref to a :class:`DynamicObjectRefGenerator`
+of its values' refs, built on the worker (:class:`DynamicGeneratorCall`), so the core needs no
+mode of its own for it; an integer keeps the generator's first values as plain returns.
+"""
+import inspect
+import warnings
+
+from ray_adapter.ray._raylet import ObjectRef
+
+STREAMING, DYNAMIC = "streaming", "dynamic"
+
+
+class RayDeprecationWarning(DeprecationWarning):
+    """Ray's deprecation warning (``ray.util.annotations.RayDeprecationWarning``), shown once
+    per module as Ray's filter shows it."""
+
+
+warnings.filterwarnings("module", category=RayDeprecationWarning)
+
+DYNAMIC_WARNING = ("num_returns='dynamic' is deprecated and will be removed in a future Ray release. "
+                   "Use num_returns='streaming' instead.")
+
+
+def is_generator_callable(fn):
+    return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+
+
+def validate_num_returns(is_generator, num_returns, stacklevel=3):
+    """Ray's checks of ``num_returns`` (at decoration / ``.options``): ValueError for a
+    negative count or a generator mode on a plain function; a deprecation warning for
+    ``"dynamic"`` (``stacklevel``: as ``warnings.warn``'s, counted from this function, so
+    that it names the user's line)."""
+    if num_returns is None:
+        return
+    if isinstance(num_returns, int) and not isinstance(num_returns, bool) and num_returns < 0:
+        raise ValueError(f"num_returns must be >= 0, but got {num_returns}.")
+    if num_returns == DYNAMIC:
+        warnings.warn(DYNAMIC_WARNING, RayDeprecationWarning, stacklevel=stacklevel)
+    if num_returns in (STREAMING, DYNAMIC) and not is_generator:
+        raise ValueError(
+            f"num_returns='{num_returns}' can only be used with generator functions (functions "
+            "that use 'yield'). The decorated function is not a generator function.")
+
+
+def call_mode(is_generator, num_returns):
+    """``(generator, num_returns)`` for the core: ``generator`` is "streaming" or None (a
+    dynamic call is a one-return call of :class:`DynamicGeneratorCall`)."""
+    if num_returns is None:
+        return (STREAMING, 1) if is_generator else (None, 1)
+    if num_returns == STREAMING:
+        return STREAMING, 1
+    if num_returns == DYNAMIC:
+        return None, 1
+    return None, num_returns
+
+
+def wrap_returns(ids, generator, num_returns, core):
+    """What ``.remote()`` returns: an ObjectRefGenerator, None, one ref or a list of refs."""
+    if generator == STREAMING:
+        from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator
+
+        return ObjectRefGenerator(ObjectRef(ids[0], core, _add_ref=False))
+    if num_returns == 0:
+        return None
+    refs = [ObjectRef(i, core, _add_ref=False) for i in ids]  # the core counted these
+    return refs[0] if num_returns == 1 else refs
+
+
+class DynamicGeneratorCall:
+    """Runs a generator to its end on the worker, stores each value as an object of its own
+    and returns a :class:`DynamicObjectRefGenerator` of their refs (``num_returns="dynamic"``).
+    ``target`` is the user's function, or for a method call the method's name (then the
+    instance comes first: it is used through ``__ray_call__``)."""
+
+    def __init__(self, target, method=False):
+        self.target = target
+        self.method = method
+        if not method:
+            self.__name__ = getattr(target, "__name__", "task")
+            self.__qualname__ = getattr(target, "__qualname__", self.__name__)
+            self.__module__ = getattr(target, "__module__", None)
+
+    def __call__(self, *args, **kwargs):
+        if self.method:
+            instance, args = args[0], args[1:]
+            result = getattr(instance, self.target)(*args, **kwargs)
+        else:
+            result = self.target(*args, **kwargs)
+        if inspect.isasyncgen(result):
+            return _collect_async(result)  # awaited by the actor's loop (or run below)
+        return _collect(result)
+
+
+def _collect(gen):
+    from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator
+    from ray_adapter.ray._private.worker import put
+
+    refs = []
+    try:
+        for value in gen:
+            refs.append(put(value))
+    except Exception as exc:  # noqa: BLE001 - the error is the last value, as in Ray
+        refs.append(_error_ref(exc))
+    return DynamicObjectRefGenerator(refs)
+
+
+async def _collect_async(agen):
+    from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator
+    from ray_adapter.ray._private.worker import put
+
+    refs = []
+    try:
+        async for value in agen:
+            refs.append(put(value))
+    except Exception as exc:  # noqa: BLE001
+        refs.append(_error_ref(exc))
+    return DynamicObjectRefGenerator(refs)
+
+
+def _error_ref(exc):
+    """A ref whose ``ray.get`` raises ``exc`` as the task's error (RayTaskError(cls))."""
+    from ray_adapter.ray._private.core_access import context
+    from ray_adapter.ray.remote_function import RemoteFunction
+
+    name = context().task_name or "task"
+    return RemoteFunction(_reraise, {"name": name, "max_retries": 0}).remote(_Raised(exc))
+
+
+class _Raised:
+    """An exception carried as an argument, so a task can raise it as its own."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def _reraise(raised):
+    raise raised.exc

@@ -1,0 +1,195 @@
+"""``ray.ObjectRefGenerator`` and ``DynamicObjectRefGenerator`` (mirrors
+``ray._private.object_ref_generator``).
+
+A generator task or actor method (``num_returns="streaming"``, Ray's default for generator
+functions) returns an :class:`ObjectRefGenerator`: each ``next()`` gives the ObjectRef of the
+next value the generator yielded, as soon as it was yielded (the first item reaches the caller
+before the last is produced). An exception the generator raises arrives as one more item (its
+ObjectRef raises on ``ray.get``); a failure that ends the task itself (worker death,
+cancellation) arrives as the :meth:`~ObjectRefGenerator.completed` ref, then the iteration
+stops.
+"""
+import asyncio
+
+from ray_adapter.ray._private.core_access import core as _core, translated
+from ray_adapter.ray._raylet import ObjectRef
+
+
+class ObjectRefGenerator:
+    """Iterates the ObjectRefs of a streaming generator call (mirrors ``ray.ObjectRefGenerator``).
+
+    Iterable (``for ref in gen``, ``next(gen)`` raising ``StopIteration`` at the end) and
+    async-iterable (``async for ref in gen``). Not thread-safe; cannot be pickled (Ray raises
+    ``TypeError`` too). Create it with ``.remote()``, never directly."""
+
+    def __init__(self, generator_ref, worker=None):
+        self._generator_ref = generator_ref
+        self._generator_task_raised = False
+        self.worker = worker
+        self._core = generator_ref._core
+
+    # -- iteration ---------------------------------------------------------------------------
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._next_sync()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        return await self._next_async()
+
+    def send(self, value):
+        raise NotImplementedError("`gen.send` is not supported.")
+
+    def throw(self, value):
+        raise NotImplementedError("`gen.throw` is not supported.")
+
+    def close(self):
+        raise NotImplementedError("`gen.close` is not supported.")
+
+    async def asend(self, value):
+        raise NotImplementedError("`gen.asend` is not supported.")
+
+    async def athrow(self, value):
+        raise NotImplementedError("`gen.athrow` is not supported.")
+
+    async def aclose(self):
+        raise NotImplementedError("`gen.aclose` is not supported.")
+
+    # -- state -------------------------------------------------------------------------------
+    def completed(self):
+        """An ObjectRef that is ready once the generator task finished; ``ray.get`` on it
+        raises the task's failure (worker death, cancellation), else returns None."""
+        return self._generator_ref
+
+    def next_ready(self):
+        """True if ``next(gen)`` would return at once a ref that is ready (False once the
+        stream finished: see :meth:`is_finished`). Never blocks."""
+        if self.is_finished():
+            return False
+        with translated:
+            peek, finished = self._core.stream_peek(self._generator_ref._id)
+            if finished:  # what is left is the failed task's completion ref: ready
+                return True
+            ready, _ = self._core.wait([peek], 1, 0)
+        return bool(ready)
+
+    def is_finished(self):
+        """True once the generator finished and every item was taken (``next`` then raises
+        ``StopIteration``). Never blocks."""
+        if self._generator_task_raised:
+            return True
+        with translated:
+            _, finished = self._core.stream_peek(self._generator_ref._id)
+        if not finished:
+            return False
+        try:
+            with translated:
+                self._core.get([self._generator_ref._id], 0)
+        except Exception:  # noqa: BLE001 - a failed task still has its error to give
+            return False
+        return True
+
+    # -- taking items ------------------------------------------------------------------------
+    def _take(self, timeout):
+        with translated:
+            return self._core.stream_next(self._generator_ref._id, timeout)
+
+    def _end_of_stream(self, stop):
+        """No item left: the completion ref once if the task failed, else ``stop``."""
+        if self._generator_task_raised:
+            raise stop from None
+        try:
+            with translated:
+                self._core.get([self._generator_ref._id], None)
+        except Exception:  # noqa: BLE001 - the failure is the last item, as in Ray
+            self._generator_task_raised = True
+            return self._generator_ref
+        raise stop from None
+
+    def _next_sync(self, timeout_s=None):
+        """The next ref, waiting up to ``timeout_s`` seconds (None or -1: forever); a nil ref
+        if none is ready in time; raises StopIteration at the end."""
+        if self._generator_task_raised:
+            raise StopIteration
+        timeout = None if timeout_s is None or timeout_s < 0 else timeout_s
+        try:
+            taken = self._take(timeout)
+        except Exception as exc:  # noqa: BLE001
+            from ray_adapter.ray.exceptions import GetTimeoutError
+
+            if isinstance(exc, GetTimeoutError):
+                return ObjectRef(b"\x00" * 28)
+            raise
+        if taken is None:
+            return self._end_of_stream(StopIteration)
+        return ObjectRef(taken, self._core, _add_ref=False)  # the take passed its reference
+
+    async def _next_async(self, timeout_s=None):
+        if self._generator_task_raised:
+            raise StopAsyncIteration
+        with translated:
+            peek, _ = self._core.stream_peek(self._generator_ref._id)
+            ready, _ = self._core.wait([peek], 1, 0)
+        if not ready:
+            future = asyncio.wrap_future(self._core.object_future(peek))
+            try:
+                await asyncio.wait_for(_quietly(future), timeout_s)
+            except asyncio.TimeoutError:
+                return ObjectRef(b"\x00" * 28)
+        taken = self._take(0)
+        if taken is None:
+            if self._generator_task_raised:
+                raise StopAsyncIteration
+            done = asyncio.wrap_future(self._core.object_future(self._generator_ref._id))
+            await _quietly(done)
+            return self._end_of_stream(StopAsyncIteration)
+        return ObjectRef(taken, self._core, _add_ref=False)
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __del__(self):
+        core = getattr(self, "_core", None)
+        if core is not None:
+            try:
+                core.stream_close(self._generator_ref._id)
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+
+    def __getstate__(self):
+        raise TypeError("You cannot return or pass a generator to other task. Serializing a "
+                        "ObjectRefGenerator is not allowed.")
+
+    def __reduce__(self):
+        self.__getstate__()
+
+    def __repr__(self):
+        return f"<ray.ObjectRefGenerator object at {hex(id(self))}>"
+
+
+async def _quietly(future):
+    """Wait for ``future``; its failure is the item's, raised when the item is read."""
+    try:
+        await future
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class DynamicObjectRefGenerator:
+    """What ``ray.get`` returns for a ``num_returns="dynamic"`` task (deprecated in Ray in
+    favour of streaming): the ObjectRefs of every value the generator yielded, in order.
+    Iterating takes them (``len`` counts those not taken yet)."""
+
+    def __init__(self, refs):
+        import collections
+
+        self._refs = collections.deque(refs)
+
+    def __iter__(self):
+        while self._refs:
+            yield self._refs.popleft()
+
+    def __len__(self):
+        return len(self._refs)
