@@ -20,8 +20,8 @@ class ActorCallsMixin:
         rt = self.rt
         task_id = rt.ids.task(actor_id)
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
-        if deps:
-            rt.objects.hold(deps)
+        if deps or args.refs:  # top-level and nested argument refs, until it finishes
+            rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
         with self._lock:
             actor = self._actors.get(actor_id)
@@ -87,8 +87,8 @@ class ActorCallsMixin:
 
     def _finish_call(self, call, datas, is_error):
         rt = self.rt
-        if call.deps:
-            rt.objects.release(call.deps)
+        if call.deps or call.args.refs:
+            rt.objects.release(call.deps, call.args.refs)
         self.scope.uncarry(call.carried)
         n = len(call.return_ids)
         if len(datas) < n:

@@ -63,9 +63,9 @@ class ActorManager(ActorCallsMixin):
             if options.get_if_exists:
                 return existing_info
             raise errors.ActorNameTaken(options.name, namespace)
-        if deps:
+        if deps or args.refs:  # argument refs (nested too) are held for restarts until it dies
             try:
-                rt.objects.hold(deps)
+                rt.objects.hold(deps, args.refs)
             except errors.ObjectFreed:
                 with self._lock:
                     self._actors.pop(actor.actor_id, None)
@@ -228,8 +228,8 @@ class ActorManager(ActorCallsMixin):
                 worker.actor = None
             carried, actor.carried = actor.carried, ()
         self.scope.uncarry(carried)
-        if actor.deps:
-            rt.objects.release(actor.deps)  # held for restarts until now
+        if actor.deps or actor.args.refs:
+            rt.objects.release(actor.deps, actor.args.refs)  # held for restarts until now
         data = rt.error_data(death)
         for call in calls:
             self._finish_call(call, [data], True)

@@ -69,9 +69,13 @@ class EmbeddedBackend(RuntimeCore):
         shm.raise_fd_limit()
         node = Node(self.node_id, NODE_IP, total, hostname=socket.gethostname())
         self.scheduler = Scheduler([node])
-        self.objects = ObjectTable()
+        # A freed value's actor handles are let go by the release thread: the table calls
+        # this under its own lock, and ending an actor takes the actor manager's.
+        self.objects = ObjectTable(lambda actor_ids: self._releases.put(
+            self.actors.scope.drop_handles, actor_ids))
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
+        self._releases = DeferredReleases()
         self.tasks = TaskManager(self)
         self.actors = ActorManager(self)
         self.service = DriverService(self)
@@ -84,7 +88,6 @@ class EmbeddedBackend(RuntimeCore):
 
         env = worker_environment(dict(self.job_runtime_env.get("env_vars") or {}))
         self.pool = WorkerPool(init_message, env, log_to_driver, self._dispatch, self._on_worker_exit)
-        self._releases = DeferredReleases()
         self._started = True
         atexit.register(self.shutdown)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
@@ -152,6 +155,7 @@ class EmbeddedBackend(RuntimeCore):
         self.tasks.on_worker_exit(worker)
         self.actors.on_worker_exit(worker)
         self.actors.scope.worker_gone(worker)
+        self.objects.worker_gone(worker)
 
     # ================================================================== helpers for components
     @staticmethod
@@ -159,13 +163,12 @@ class EmbeddedBackend(RuntimeCore):
         return serialization.dumps(core_error)
 
     def adopt_contained(self, datas):
-        """Refs and handles inside values the runtime now holds went where they are not
-        tracked: keep their objects and actors for the session."""
+        """Values about to be stored (one per object): the actor handles pickled inside each
+        are held by it from now on (the table lets them go when it frees or refuses the
+        value). The refs inside are held by the table itself when it stores the value."""
         for data in datas:
-            if data.refs:
-                self.objects.pin(data.refs)
             if data.handles:
-                self.actors.scope.escape(data.handles)
+                self.actors.scope.add_handles(data.handles)
 
     def warn_infeasible(self, name, request):
         key = tuple(sorted(request.items()))
@@ -281,8 +284,8 @@ class EmbeddedBackend(RuntimeCore):
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
     def submit_serialized(self, key, args, deps, options):
-        if args.refs:
-            self.objects.pin(args.refs)
+        # Refs pickled inside ``args`` (``args.refs``) are held with the top-level ones until
+        # the task finishes: by then the worker that unpickled them has reported its borrow.
         return self.tasks.submit(key, args, deps, options, tuple(args.handles))
 
     def cancel(self, object_id, force, recursive):
@@ -301,8 +304,6 @@ class EmbeddedBackend(RuntimeCore):
         return self.create_serialized(class_key, ser, self._deps_of(args, kwargs), options)
 
     def create_serialized(self, key, args, deps, options):
-        if args.refs:
-            self.objects.pin(args.refs)
         return self.actors.create(key, args, deps, options, tuple(args.handles))
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
@@ -312,8 +313,6 @@ class EmbeddedBackend(RuntimeCore):
                                     options.name or method_name, options.num_returns)
 
     def call_serialized(self, actor_id, method, args, deps, name, num_returns):
-        if args.refs:
-            self.objects.pin(args.refs)
         return self.actors.submit_call(actor_id, method, args, deps, name, num_returns,
                                        tuple(args.handles))
 

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Union
 
 import msgspec
 
-VERSION = 1
+VERSION = 2
 
 
 class Payload(msgspec.Struct, array_like=True):
@@ -168,15 +168,18 @@ class ActorExiting(_Msg):
 
 
 class RefUpdate(_Msg):
-    """Reference events of this worker: objects it owned and dropped (``decref``), refs it
-    pickled where they cannot be tracked (``pin``), actor handles it took (``borrow``),
-    dropped (``unborrow``) or pickled where they cannot be tracked (``escape``)."""
+    """Reference events of this worker, in the order they happened: objects it took a first
+    ObjectRef to without owning one yet (``ref_borrow``, sent before anything it does with
+    them), objects it dropped its last ObjectRef to (``decref``: its puts and submissions, and
+    its borrows), refs it pickled where they cannot be tracked (``pin``), actor handles it took
+    (``borrow``), dropped (``unborrow``) or pickled where they cannot be tracked (``escape``)."""
 
     decref: List[bytes] = []
     pin: List[bytes] = []
     borrow: List[bytes] = []
     unborrow: List[bytes] = []
     escape: List[bytes] = []
+    ref_borrow: List[bytes] = []
 
 
 class FunctionReq(_Msg):

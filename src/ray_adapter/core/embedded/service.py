@@ -51,7 +51,7 @@ class DriverService:
             runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
-                     message.deps, options)
+                     message.deps, options, lent=True)
 
     def on_create_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)
@@ -62,11 +62,14 @@ class DriverService:
     def on_call_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.call_serialized, message.actor_id,
-                     message.method, args, message.deps, message.name, message.num_returns)
+                     message.method, args, message.deps, message.name, message.num_returns,
+                     lent=True)
 
     def on_put(self, worker, message, buffers):
-        # Owned by the worker: it sends a decref when its last ref is gone.
-        self._answer(worker, message.req_id, self.rt.put_serialized, from_payload(message.value, buffers))
+        # The new object's one reference is lent to the worker: it sends a decref when its
+        # last ref is gone (or dies).
+        self._answer(worker, message.req_id, self.rt.put_serialized, from_payload(message.value, buffers),
+                     lent=True)
 
     def on_query(self, worker, message, buffers):
         if message.method not in QUERIES:
@@ -75,9 +78,13 @@ class DriverService:
         args = pickle.loads(message.args.data)
         self._answer(worker, message.req_id, getattr(self.rt, message.method), *args)
 
-    def _answer(self, worker, req_id, fn, *args):
+    def _answer(self, worker, req_id, fn, *args, lent=False):
+        """Reply with ``fn(*args)`` or its failure. ``lent``: the value is the id or ids of new
+        objects whose one reference belongs to ``worker`` from now on."""
         try:
             value = fn(*args)
+            if lent:
+                self.rt.objects.lend(worker, [value] if isinstance(value, bytes) else value)
         except errors.CoreError as err:
             self.reply_error(worker, req_id, err)
             return
@@ -89,10 +96,12 @@ class DriverService:
     # -- references --------------------------------------------------------------------------
     def on_ref_update(self, worker, message, buffers):
         rt = self.rt
+        if message.ref_borrow:
+            rt.objects.borrow(worker, message.ref_borrow)
         if message.pin:
             rt.objects.pin(message.pin)
-        for oid in message.decref:
-            rt.objects.drop_ref(oid)
+        if message.decref:
+            rt.objects.unborrow(worker, message.decref)
         if message.borrow:
             rt.actors.scope.borrow(worker, message.borrow, 1)
         if message.unborrow:

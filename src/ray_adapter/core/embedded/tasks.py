@@ -92,8 +92,8 @@ class TaskManager:
         task_id = rt.ids.task()
         return_ids = ids.IdFactory.returns(task_id, options.num_returns or 1)
         record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
-        if deps:
-            rt.objects.hold(deps)
+        if deps or args.refs:  # top-level and nested argument refs, until it finishes
+            rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if options.num_returns else 0, task_id)
         rt.actors.carry(carried)
         with self._lock:
@@ -264,8 +264,8 @@ class TaskManager:
 
     def _finish(self, record, datas, is_error):
         rt = self.rt
-        if record.deps:
-            rt.objects.release(record.deps)
+        if record.deps or record.args.refs:
+            rt.objects.release(record.deps, record.args.refs)
         rt.actors.uncarry(record.carried)
         n = len(record.return_ids)
         if len(datas) < n:

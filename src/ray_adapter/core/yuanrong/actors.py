@@ -11,6 +11,7 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo
 from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong.holders import contents
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -20,7 +21,7 @@ class _Actor:
     backend's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
 
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources", "call", "created")
+                 "resources", "call", "created", "arg_holds")
 
     def __init__(self, actor_id, proxy, info, detached, resources=None):
         self.resources = dict(resources or {})
@@ -35,6 +36,7 @@ class _Actor:
         self.dead = False
         self.death = None
         self.detached = detached
+        self.arg_holds = None  # what its packed constructor arguments hold, until it is dead
 
     def set_proxy(self, proxy):
         self.proxy = proxy
@@ -76,8 +78,11 @@ class ActorsMixin:
                 namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
                 retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
                 runtime_env=options.runtime_env)
+            actor.arg_holds = packed
             proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
         except BaseException:
+            self._release_now(actor.arg_holds)
+            actor.arg_holds = None
             with self._lock:
                 self._actors.pop(actor_id, None)
                 if options.name and self._names.get((namespace, options.name)) == actor_id:
@@ -111,9 +116,16 @@ class ActorsMixin:
         try:
             ref = actor.call.invoke(meta, packed, *deps)
         except Exception as exc:  # e.g. "this instance is terminated"
+            self._release_now(packed)
             return self._failed_returns(task_id, options.num_returns,
                                         actor.death or self._from_yr_error(exc, actor_id))
+        self.release_after(ref, packed)
         return self._returns(ref, task_id, options.num_returns, actor_id)
+
+    def _release_now(self, packed):
+        held = contents(packed)
+        if held is not None:
+            self._releases.put(self.release_contained, held)
 
     def _terminate(self, actor):
         try:
@@ -123,6 +135,8 @@ class ActorsMixin:
 
     def _mark_dead(self, actor, death):
         actor.dead = True
+        packed, actor.arg_holds = actor.arg_holds, None
+        self._release_now(packed)
         actor.death = death
         if self.local_mode:
             self._release(actor.resources)

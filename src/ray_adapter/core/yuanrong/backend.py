@@ -29,6 +29,7 @@ from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
+from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
 
 #: yr resource names for Ray's accelerator resources.
@@ -48,7 +49,7 @@ def load_yr():
     return yr
 
 
-class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
+class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
 
     Lifecycle and tasks live here; objects, actors and cluster state in the mixins of
@@ -216,6 +217,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, RuntimeCore):
             opts = self.invoke_options(options.resources, retries=options.max_retries)
             runner = self._runners[shape] = self._runner.options(opts)
         ref = runner.invoke(function_key, blob, meta, packed, *deps)
+        self.release_after(ref, packed)
         return_ids = self._returns(ref, task_id, options.num_returns)
         if self.local_mode and options.resources:
             self._hold(options.resources)

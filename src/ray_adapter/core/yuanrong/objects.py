@@ -12,12 +12,13 @@ import time
 from ray_adapter.core import errors, ids
 from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong.holders import contents
 
 
 class _Obj:
     """An object id's yr ObjectRef (``index``: element of a multi-return) and its future."""
 
-    __slots__ = ("ref", "index", "future", "refs", "actor_id")
+    __slots__ = ("ref", "index", "future", "refs", "actor_id", "contained")
 
     def __init__(self, ref, index=None, actor_id=None):
         self.ref = ref
@@ -25,6 +26,7 @@ class _Obj:
         self.future = None
         self.refs = 1
         self.actor_id = actor_id
+        self.contained = None  # (refs, handles) its value holds (see .holders)
 
 
 def _settle(ours, theirs):
@@ -59,7 +61,13 @@ class ObjectsMixin:
     def put(self, value):
         self._check_started()
         # Serialized by the adapter: the store keeps a copy and readers get read-only arrays.
-        return self._new_id(self.yr.put(shell.Box(True, shell.pack(value))))
+        packed = shell.pack(value)
+        oid = self._new_id(self.yr.put(shell.Box(True, packed)))
+        held = contents(packed)
+        if held is not None:
+            with self._lock:
+                self._objects[oid].contained = held
+        return oid
 
     def _obj(self, object_id):
         obj = self._objects.get(object_id)
@@ -168,6 +176,8 @@ class ObjectsMixin:
             obj.refs -= 1
             if obj.refs <= 0:
                 self._objects.pop(object_id, None)
+                if obj.contained is not None:
+                    self.release_contained(obj.contained)
 
     def object_escaped(self, object_id):
         with self._lock:
@@ -183,6 +193,8 @@ class ObjectsMixin:
         else:
             for i, oid in enumerate(return_ids):
                 self._new_id(ref, i, actor_id, oid)
+        if self.local_mode:
+            self.adopt_results(ref, return_ids)
         return return_ids if num_returns else []
 
     def _failed_returns(self, task_id, num_returns, error):

@@ -54,15 +54,19 @@ def load_args(packed_args, dep_indexes, deps):
 
 
 def _dumps(value):
-    """Serialize ``value``; refs and handles inside it escape this backend's tracking (they
-    may be read in another process): they are kept until shutdown."""
+    """Serialize ``value``. The refs and handles inside it are held by the value (local mode:
+    see :mod:`.holders`); on a cluster they escape this backend's tracking (the value may be
+    read in another process) and are kept until shutdown."""
     ser = serialization.dumps(value)
     if (ser.refs or ser.handles) and core.is_started():
         current = core.current()
-        for object_id in ser.refs:
-            current.object_escaped(object_id)
-        for actor_id in ser.handles:
-            current.actor_handle_escaped(actor_id)
+        if getattr(current, "local_mode", False):
+            current.hold_contained(ser.refs, ser.handles)
+        else:
+            for object_id in ser.refs:
+                current.object_escaped(object_id)
+            for actor_id in ser.handles:
+                current.actor_handle_escaped(actor_id)
     return ser
 
 
