@@ -227,6 +227,8 @@ class ActorShell:
                     ctx = contextvars.copy_context()
                     result = asyncio.run_coroutine_threadsafe(
                         _in_context(ctx, result), self.loop).result()
+                    if result is _EXITED:
+                        raise SystemExit(0)
                 else:
                     result = asyncio.run(_await(result))
             return result_box(result, num_returns)
@@ -244,7 +246,13 @@ async def _await(awaitable):
     return await awaitable
 
 
+_EXITED = object()  # an async method called exit_actor() / sys.exit()
+
+
 async def _in_context(ctx, awaitable):
     for var, value in ctx.items():
         var.set(value)
-    return await awaitable
+    try:
+        return await awaitable
+    except SystemExit:  # would stop the actor's event loop itself: report it to the caller
+        return _EXITED
