@@ -126,7 +126,11 @@ class ActorClass:
         return ActorHandle._from_info(info)
 
     def bind(self, *args, **kwargs):
-        raise gaps.attribute_gap_error("ray.actor", "ActorClass.bind")
+        """A lazy actor creation for a graph (mirrors ``ActorClass.bind``): a
+        :class:`ray.dag.ClassNode`; each execution of its graph creates one actor."""
+        from ray_adapter.ray.dag.class_node import ClassNode
+
+        return ClassNode(self, args, kwargs, self._default_options)
 
     def __repr__(self):
         return f"<{self.__module__}.ActorClass({self.__name__}) object at {hex(id(self))}>"
@@ -214,7 +218,12 @@ class ActorMethod:
         return _wrap_returns(ids, opts.num_returns, core)
 
     def bind(self, *args, **kwargs):
-        raise gaps.attribute_gap_error("ray.actor", "ActorMethod.bind")
+        """A lazy call of this method for a graph (mirrors ``ActorMethod.bind``): a
+        :class:`ray.dag.ClassMethodNode` on this actor."""
+        from ray_adapter.ray.dag.class_node import bind_actor_method
+
+        return bind_actor_method(self._handle, self._method_name,
+                                 dict(self._options) if self._own_options else {}, args, kwargs)
 
     def __repr__(self):
         return f"<ray.actor.ActorMethod object at {hex(id(self))}>"

@@ -204,7 +204,16 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     ``RayActorError``/``ActorDiedError`` for a dead actor, ``TaskCancelledError``,
     ``WorkerCrashedError`` and ``ObjectLostError``.
     """
-    refs, single = _check_refs(object_refs)
+    try:
+        refs, single = _check_refs(object_refs)
+    except (TypeError, ValueError):
+        # Not ObjectRefs: a compiled graph's results (ray.dag), or a mistake to report.
+        from ray_adapter.ray.dag.compiled_dag_node import NOT_COMPILED, get_compiled_refs
+
+        values = get_compiled_refs(object_refs, timeout)
+        if values is NOT_COMPILED:
+            raise
+        return values
     if timeout is not None and timeout < 0:
         raise ValueError(f"'timeout' must be a non-negative number, got {timeout}.")
     core = _ensure_core()
