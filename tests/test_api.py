@@ -345,8 +345,11 @@ def test_invalid_and_unsupported_options(ray):
     with pytest.raises(RayAdapterOptionError, match="accelerator_type.*options.toml|accelerator_type") as info:
         ray.remote(accelerator_type="A100")(f)
     assert "compat_matrix" in str(info.value)
-    with pytest.raises(RayAdapterOptionError, match="working_dir"):
-        ray.remote(runtime_env={"working_dir": "."})(f)
+    with pytest.raises(RayAdapterOptionError, match="runtime_env\\['pip'\\]"):
+        ray.remote(runtime_env={"pip": ["requests"]})(f)
+    local = ray.remote(runtime_env={"working_dir": "."})(f)  # accepted, as in Ray, until .remote()
+    with pytest.raises(ValueError, match="not a valid URI.*only supported at the job level"):
+        local.remote()
     with pytest.raises(RayAdapterOptionError, match="streaming"):
         ray.remote(num_returns="streaming")(f)
 

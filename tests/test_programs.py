@@ -47,6 +47,8 @@ def adapter_stdout(path, runtime="embedded"):
 YR_LOCAL_SKIPS = {
     "errors": "crashes workers with os._exit and interrupts running tasks: in yr local mode "
               "tasks are threads of the driver, so os._exit would end the program itself",
+    "runtime_envs": "runs tasks in a working_dir copy: in yr local mode tasks are threads of "
+                    "the driver, whose cwd cannot change per task (see the compat matrix)",
 }
 RUNTIMES = ["embedded", "yr-local"]
 # Programs that import an optional package: skipped (saying so) where it is not installed.

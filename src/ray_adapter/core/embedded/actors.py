@@ -109,7 +109,7 @@ class ActorManager(ActorCallsMixin):
             rt.scheduler.run(rt.scheduler.release(grant))
             return
         try:
-            worker = rt.pool.take(grant.node)
+            worker = rt.pool.take(grant.node, rt.envs.spec_of(actor.options.runtime_env))
         except Exception as exc:  # no process could be started
             rt.scheduler.run(rt.scheduler.release(grant))
             self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED,

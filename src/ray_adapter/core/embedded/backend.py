@@ -13,7 +13,9 @@ Tasks and actor calls are pushed straight to a worker over its socket; results c
 the same socket and are sealed into the object table, waking whoever waits.
 """
 import atexit
+import dataclasses
 import os
+import pickle
 import socket
 import sys
 import time
@@ -25,6 +27,7 @@ from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
 from ray_adapter.core.embedded.resources import detect_accelerators
+from ray_adapter.core.embedded.runtime_envs import RuntimeEnvs
 from ray_adapter.core.embedded.scheduler import Node, Scheduler
 from ray_adapter.core.embedded.service import DriverService
 from ray_adapter.core.embedded.tasks import TaskManager, notice
@@ -46,6 +49,9 @@ class EmbeddedBackend(RuntimeCore):
 
     # ================================================================== lifecycle
     def start(self, options):
+        # The job's env first: copying working_dir / py_modules may fail (as in Ray's init).
+        self.envs = RuntimeEnvs(worker_environment({}))
+        self.job_runtime_env = self.envs.start_job(options.runtime_env)
         total = {"CPU": float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))}
         accel = detect_accelerators()
         if options.num_gpus is not None:
@@ -64,7 +70,6 @@ class EmbeddedBackend(RuntimeCore):
         self.driver_task_id = self.ids.task()
         self.driver_worker_id = ids.random_id(ids.WORKER_ID_SIZE)
         self.namespace = options.namespace or str(uuid.uuid4())
-        self.job_runtime_env = dict(options.runtime_env or {})
         self.start_time = time.time()
         shm.raise_fd_limit()
         node = Node(self.node_id, NODE_IP, total, hostname=socket.gethostname())
@@ -82,12 +87,12 @@ class EmbeddedBackend(RuntimeCore):
         self._handlers = self._message_handlers()
         log_to_driver = options.log_to_driver
 
-        def init_message(worker_id, node):
+        def init_message(worker_id, node, spec):
             return protocol.Init(protocol.VERSION, self.job_id, node.node_id, worker_id,
-                                 self.namespace, log_to_driver, node.ip)
+                                 self.namespace, log_to_driver, node.ip, pickle.dumps(spec.env))
 
-        env = worker_environment(dict(self.job_runtime_env.get("env_vars") or {}))
-        self.pool = WorkerPool(init_message, env, log_to_driver, self._dispatch, self._on_worker_exit)
+        self.pool = WorkerPool(init_message, self.envs.job, log_to_driver, self._dispatch,
+                               self._on_worker_exit)
         self._started = True
         atexit.register(self.shutdown)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
@@ -106,6 +111,7 @@ class EmbeddedBackend(RuntimeCore):
         self.objects.close()  # every get/wait still blocked raises NotInitialized
         self.tasks.clear()
         self.actors.clear()
+        self.envs.close()
 
     def _check_started(self):
         if not self._started:
@@ -283,9 +289,12 @@ class EmbeddedBackend(RuntimeCore):
         ser = serialization.dumps((args, kwargs))
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
-    def submit_serialized(self, key, args, deps, options):
+    def submit_serialized(self, key, args, deps, options, parent=None):
         # Refs pickled inside ``args`` (``args.refs``) are held with the top-level ones until
         # the task finishes: by then the worker that unpickled them has reported its borrow.
+        env = self.envs.effective(options.runtime_env, parent)  # None: the job's
+        if env is not options.runtime_env:
+            options = dataclasses.replace(options, runtime_env=env)
         return self.tasks.submit(key, args, deps, options, tuple(args.handles))
 
     def cancel(self, object_id, force, recursive):
@@ -303,7 +312,8 @@ class EmbeddedBackend(RuntimeCore):
         ser = serialization.dumps((args, kwargs))
         return self.create_serialized(class_key, ser, self._deps_of(args, kwargs), options)
 
-    def create_serialized(self, key, args, deps, options):
+    def create_serialized(self, key, args, deps, options, parent=None):
+        options.runtime_env = self.envs.effective(options.runtime_env, parent) or self.job_runtime_env
         return self.actors.create(key, args, deps, options, tuple(args.handles))
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):

@@ -271,8 +271,9 @@ class PrefixWriter:
     def write(self, text):
         if not text:
             return 0
-        name = self._worker.actor_class_name or current_call.get()[1] or "worker"
-        prefix = f"({name} pid={os.getpid()}) "
+        name = self._worker.actor_class_name or current_call.get()[1]
+        # Outside any task (a setup hook at start), Ray tags lines with the pid alone.
+        prefix = f"({name} pid={os.getpid()}) " if name else f"(pid={os.getpid()}) "
         with self._lock:
             out = []
             for piece in text.splitlines(keepends=True):

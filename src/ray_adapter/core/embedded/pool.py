@@ -6,7 +6,9 @@ them to the backend's dispatcher. Whatever ends the reader (end of stream, a mal
 a bug in a handler) goes through the same exit path: the process is reaped, its process group
 killed, and the backend told, so no task is left waiting on a dead worker.
 
-:class:`WorkerPool` keeps idle task workers per node. Processes are spawned outside every lock,
+:class:`WorkerPool` keeps idle task workers per node and runtime env (a worker is started for one
+env: its environment, cwd and import path, see :mod:`.runtime_envs`, and is reused only for
+tasks of the same env, as Ray's workers are). Processes are spawned outside every lock,
 by the thread that needs one (or the pre-start thread); a new worker can be sent work at once,
 since its messages wait in the socket until it has booted.
 
@@ -42,9 +44,9 @@ class WorkerState(enum.Enum):
 
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
-                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "__weakref__")
+                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "spec", "__weakref__")
 
-    def __init__(self, proc, channel, worker_id, node):
+    def __init__(self, proc, channel, worker_id, node, spec=None):
         self.proc = proc
         self.pid = proc.pid
         self.worker_id = worker_id
@@ -58,6 +60,7 @@ class WorkerHandle:
         self.borrowed = set()       # ids of actors this worker holds handles to
         self.exit_intended = False  # exit_actor() was called
         self.blocked = 0            # nested get/wait calls in flight from its task
+        self.spec = spec            # the runtime_envs.WorkerSpec it was started with
 
     @property
     def alive(self):
@@ -97,35 +100,37 @@ class WorkerPool:
     """Spawns worker processes and keeps idle ones. ``dispatch(worker, message, buffers)``
     handles each message a worker sends; ``on_exit(worker)`` runs once its process is gone."""
 
-    def __init__(self, init_message, env, log_to_driver, dispatch, on_exit):
+    def __init__(self, init_message, default_spec, log_to_driver, dispatch, on_exit):
         self._lock = threading.Lock()
-        self._init = init_message      # a function (worker_id, node) -> protocol.Init
-        self._env = env
+        self._init = init_message      # a function (worker_id, node, spec) -> protocol.Init
+        self._default = default_spec   # the job's WorkerSpec
         self._log_to_driver = log_to_driver
         self._dispatch = dispatch
         self._on_exit = on_exit
-        self._idle = {}                # node id -> [WorkerHandle]
+        self._idle = {}                # (node id, spec key) -> [WorkerHandle]
         self._live = set()
         self._closed = False
 
     # -- spawning ----------------------------------------------------------------------------
-    def spawn(self, node):
-        """Start a worker process for ``node`` (call outside any lock); returns its handle.
-        Raises OSError (and the like) when no process can be started."""
+    def spawn(self, node, spec=None):
+        """Start a worker process for ``node`` and runtime env ``spec`` (default: the job's;
+        call outside any lock); returns its handle. Raises OSError (and the like) when no
+        process can be started."""
+        spec = spec or self._default
         parent, child = socket.socketpair()
         out = None if self._log_to_driver else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
-                pass_fds=(child.fileno(),), env=self._env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=out, start_new_session=True, close_fds=True)
+                pass_fds=(child.fileno(),), env=spec.environ, cwd=spec.cwd, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=out, start_new_session=True, close_fds=True)
         except BaseException:
             parent.close()
             raise
         finally:
             child.close()
-        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node)
-        worker.send(self._init(worker.worker_id, node))
+        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node, spec)
+        worker.send(self._init(worker.worker_id, node, spec))
         with self._lock:
             closed = self._closed
             if not closed:
@@ -142,7 +147,7 @@ class WorkerPool:
         def run():
             while True:
                 with self._lock:
-                    if self._closed or len(self._idle.get(node.node_id, ())) >= count:
+                    if self._closed or len(self._idle.get((node.node_id, self._default.key), ())) >= count:
                         return
                 try:
                     worker = self.spawn(node)
@@ -153,23 +158,27 @@ class WorkerPool:
         threading.Thread(target=run, daemon=True, name="ray-adapter-prestart").start()
 
     # -- reuse -------------------------------------------------------------------------------
-    def take(self, node):
-        """An idle worker of ``node``, or a new one; the caller owns it until put back."""
+    def take(self, node, spec=None):
+        """An idle worker of ``node`` started for ``spec`` (default: the job's), or a new one;
+        the caller owns it until put back."""
+        spec = spec or self._default
         with self._lock:
-            idle = self._idle.get(node.node_id)
+            idle = self._idle.get((node.node_id, spec.key))
             while idle:
                 worker = idle.pop()
                 if worker.alive:
                     return worker
-        return self.spawn(node)
+        return self.spawn(node, spec)
 
     def put_back(self, worker):
-        """Return a task worker to the pool (retired instead when the pool is full)."""
+        """Return a task worker to the pool (retired instead when the node's idle workers, of
+        all runtime envs together, are as many as its CPUs plus a little slack)."""
+        node_id = worker.node.node_id
         limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
         with self._lock:
             if not self._closed and worker.alive:
-                idle = self._idle.setdefault(worker.node.node_id, [])
-                if len(idle) < limit:
+                idle = self._idle.setdefault((node_id, worker.spec.key), [])
+                if sum(len(v) for k, v in self._idle.items() if k[0] == node_id) < limit:
                     worker.state = WorkerState.IDLE
                     worker.task = None
                     idle.append(worker)
@@ -214,7 +223,7 @@ class WorkerPool:
         worker.channel.close()
         with self._lock:
             self._live.discard(worker)
-            idle = self._idle.get(worker.node.node_id)
+            idle = self._idle.get((worker.node.node_id, worker.spec.key))
             if idle and worker in idle:
                 idle.remove(worker)
         worker.state = WorkerState.DEAD

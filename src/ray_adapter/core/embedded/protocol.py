@@ -52,6 +52,9 @@ class _Msg(msgspec.Struct, array_like=True, tag=True):
 
 # ==================================================================== driver -> worker
 class Init(_Msg):
+    """The first message to a worker. ``runtime_env``: the pickled runtime env (a dict) the
+    process was started for; a setup hook it names runs before the first task."""
+
     version: int
     job_id: bytes
     node_id: bytes
@@ -59,6 +62,7 @@ class Init(_Msg):
     namespace: str
     log_to_driver: bool
     node_ip: str
+    runtime_env: bytes = b""
 
 
 class Function(_Msg):

@@ -51,13 +51,13 @@ class DriverService:
             runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
-                     message.deps, options, lent=True)
+                     message.deps, options, worker.spec, lent=True)
 
     def on_create_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)
         options = pickle.loads(message.options)
         self._answer(worker, message.req_id, self.rt.create_serialized, message.key, args,
-                     message.deps, options)
+                     message.deps, options, worker.spec)
 
     def on_call_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)

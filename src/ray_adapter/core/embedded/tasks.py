@@ -149,7 +149,7 @@ class TaskManager:
                 self._finish_cancelled(record)
             return
         try:
-            worker = rt.pool.take(grant.node)
+            worker = rt.pool.take(grant.node, rt.envs.spec_of(record.options.runtime_env))
         except Exception as exc:  # no process could be started (EMFILE, bad environment...)
             rt.scheduler.run(rt.scheduler.release(grant))
             self._finish_claimed(record, [rt.error_data(errors.WorkerDied(

@@ -69,7 +69,7 @@ class ActorsMixin:
             self._actors[actor_id] = actor
         try:
             packed, dep_indexes, deps = self._pack_args(args, kwargs)
-            env = dict((options.runtime_env or {}).get("env_vars") or {})
+            env = self._env_vars(options.runtime_env)
             meta = (actor_id, options.name, options.class_name, options.is_async, env,
                     dict(options.resources), dep_indexes)
             concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)

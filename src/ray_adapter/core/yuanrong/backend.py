@@ -29,6 +29,7 @@ from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
+from ray_adapter.core.yuanrong.envs import EnvsMixin
 from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
 
@@ -49,7 +50,7 @@ def load_yr():
     return yr
 
 
-class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, RuntimeCore):
+class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, EnvsMixin, RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
 
     Lifecycle and tasks live here; objects, actors and cluster state in the mixins of
@@ -87,7 +88,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, Run
         self.options = options
         self.num_cpus = float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))
         self.custom_resources = dict(options.resources or {})
-        self.runtime_env = dict(options.runtime_env or {})
+        self._start_job_env(options.runtime_env)
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:
             with _stdout_to_stderr():  # yr's native init prints notices on stdout
@@ -111,8 +112,8 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, Run
         kwargs = {"ns": self.namespace, "log_to_driver": options.log_to_driver}
         if options.num_cpus is not None:
             kwargs["num_cpus"] = int(options.num_cpus)
-        if options.runtime_env:
-            kwargs["runtime_env"] = dict(options.runtime_env)
+        if self._config_env():
+            kwargs["runtime_env"] = self._config_env()
         if self.local_mode:
             kwargs["local_mode"] = True
             return yr.Config(**kwargs)
@@ -191,7 +192,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, Run
             kwargs["get_if_exists"] = True
         if detached:
             kwargs["custom_extensions"] = {"lifecycle": "detached"}
-        env = dict((runtime_env or {}).get("env_vars") or {})
+        env = self._env_vars(runtime_env)
         if env:
             kwargs["env_vars"] = env
         return self.yr.InvokeOptions(**kwargs)
@@ -207,7 +208,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, Run
             blob = self._blobs[function_key] = b"" if self.local_mode else serialization.dumps_plain(function)
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         task_id = self._ids.task()
-        env = dict((options.runtime_env or {}).get("env_vars") or {})
+        env = self._env_vars(options.runtime_env)
         retry_on = options.retry_exceptions
         meta = (task_id, options.name, options.num_returns or 1, env, dict(options.resources),
                 retry_on, options.max_retries if retry_on else 0, dep_indexes)

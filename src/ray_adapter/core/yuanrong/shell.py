@@ -14,6 +14,7 @@ from ray_adapter import core
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.execution import apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
+from ray_adapter.core.yuanrong.envs import setup_once
 
 # (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
 current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", None, None, {}))
@@ -140,6 +141,9 @@ def _run_task(function, task_id, name, num_returns, env_vars, resources, retry_o
     args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
     if failed is not None:
         return failed
+    hook_failure = setup_once(env_vars or {})
+    if hook_failure is not None:
+        return Box(False, errors.EnvSetupFailed(hook_failure))
     token = current_call.set((task_id, name, None, None, resources))
     saved = apply_env(env_vars)
     try:
@@ -192,7 +196,10 @@ class ActorShell:
         self.loop = None
         self.exited = False
         apply_env(env_vars)
+        hook_failure = setup_once(env_vars or {})
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        if hook_failure is not None:
+            failed = Box(False, errors.EnvSetupFailed(hook_failure))
         token = current_call.set((None, f"{class_name}.__init__", actor_id, name, resources))
         try:
             if failed is not None:

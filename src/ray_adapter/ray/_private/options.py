@@ -156,7 +156,7 @@ def task_options(options, function_name):
         max_retries=3 if max_retries is None else max_retries,
         max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
-        runtime_env=options.get("runtime_env"),
+        runtime_env=_task_env(options.get("runtime_env")),
         scheduling=None,
     )
 
@@ -191,9 +191,18 @@ def actor_options(options, cls, handle_meta, is_async):
         namespace=namespace,
         get_if_exists=bool(options.get("get_if_exists")),
         detached=lifetime == "detached",
-        runtime_env=options.get("runtime_env"),
+        runtime_env=_task_env(options.get("runtime_env")),
         handle_meta=handle_meta,
     )
+
+
+def _task_env(runtime_env):
+    """A task's or actor's runtime_env as the core takes it (checked as Ray checks it)."""
+    if not runtime_env:
+        return None
+    from ray_adapter.ray._private.runtime_env.validation import for_task
+
+    return for_task(runtime_env)
 
 
 def is_async_class(cls):

@@ -131,7 +131,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         opts = InitOptions(
             num_cpus=num_cpus, num_gpus=num_gpus, memory=kwargs.get("_memory"),
             object_store_memory=object_store_memory, resources=dict(resources or {}),
-            namespace=namespace, runtime_env=dict(runtime_env) if runtime_env else None,
+            namespace=namespace, runtime_env=_job_env(runtime_env),
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
             address=None if address in (None, "local", "auto") else address)
         _, info = _core.start(opts)
@@ -150,6 +150,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _job_env(runtime_env):
+    """``ray.init``'s runtime_env as the core takes it (checked and merged as Ray does)."""
+    from ray_adapter.ray._private.runtime_env.validation import for_job
+
+    return for_job(runtime_env)
 
 
 def _check_address(address):
