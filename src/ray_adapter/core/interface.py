@@ -233,6 +233,11 @@ class RuntimeCore(abc.ABC):
         """The caller's :class:`CallContext` (driver, or the task / actor call running in
         this thread or coroutine)."""
 
+    def object_store_stats(self) -> Dict[str, int]:
+        """``{"num_objects", "bytes_used", "bytes_avail"}`` of the object store (bytes); a
+        backend that cannot tell a figure reports 0 for it."""
+        raise NotImplementedError(f"object store stats are not provided by the {self.backend_name} backend")
+
     # -- placement groups (resource groups) --------------------------------------------------
     # Part of the contract from the start so backends are shaped for them; a backend that does
     # not provide them yet raises NotImplementedError and the compat matrix marks them ``gap``.

@@ -364,6 +364,11 @@ class EmbeddedBackend(RuntimeCore):
     def available_resources(self):
         return self.scheduler.available()
 
+    def object_store_stats(self):
+        count, used = self.objects.stats()
+        return {"num_objects": count, "bytes_used": used,
+                "bytes_avail": int(self.scheduler.total().get("object_store_memory", 0))}
+
     def context(self):
         return CallContext(job_id=self.job_id, node_id=self.node_id, worker_id=self.driver_worker_id,
                            namespace=self.namespace, is_driver=True, task_id=self.driver_task_id,

@@ -226,6 +226,13 @@ class ObjectTable(HoldersMixin):
     def __len__(self):
         return len(self._objects)
 
+    def stats(self):
+        """``(number of objects, bytes of the sealed values)``."""
+        with self._lock:
+            entries = list(self._objects.values())
+        return len(entries), sum(e.data.nbytes for e in entries
+                                 if e.state is ObjectState.READY and hasattr(e.data, "nbytes"))
+
     def exists(self, object_id):
         return object_id in self._objects
 

@@ -17,7 +17,7 @@ from ray_adapter.core.interface import TaskOptions
 
 #: The QueryReq methods workers may call, answered by the backend method of the same name.
 QUERIES = frozenset(("cancel", "kill_actor", "get_named_actor", "list_named_actors", "nodes",
-                     "cluster_resources", "available_resources"))
+                     "cluster_resources", "available_resources", "object_store_stats"))
 
 
 def _plain(value):

@@ -310,6 +310,9 @@ class WorkerCore(RuntimeCore):
     def available_resources(self):
         return self._query("available_resources")
 
+    def object_store_stats(self):
+        return self._query("object_store_stats")
+
     def context(self):
         task_id, task_name, actor_id = current_call.get()
         w = self._worker
