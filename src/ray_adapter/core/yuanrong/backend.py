@@ -146,6 +146,7 @@ class YuanrongBackend(ObjectsMixin, ActorsMixin, ClusterMixin, HoldersMixin, Env
             self._actors.clear()
             self._names.clear()
         self._releases.close()
+        self._stop_job_env()
         for actor in actors:
             self._terminate(actor)
         if self._owns_yr:

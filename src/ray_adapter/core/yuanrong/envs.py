@@ -60,6 +60,7 @@ class EnvsMixin:
         EnvSetupFailed when the hook fails."""
         self.runtime_env = dict(env or {})
         self.runtime_env.pop("excludes", None)  # nothing is copied here; Ray drops it too
+        self._added_paths = []
         if not self.local_mode:
             return
         paths = []
@@ -70,9 +71,19 @@ class EnvsMixin:
         for path in reversed(paths):
             if path not in sys.path:
                 sys.path.insert(0, path)
+                self._added_paths.append(path)
         failure = setup_once(self.runtime_env.get("env_vars") or {})
         if failure is not None:
             raise errors.EnvSetupFailed(failure)
+
+    def _stop_job_env(self):
+        """Take the job's paths off sys.path again (at shutdown)."""
+        for path in getattr(self, "_added_paths", ()):
+            try:
+                sys.path.remove(path)
+            except ValueError:
+                pass
+        self._added_paths = []
 
     def _config_env(self):
         """The part of the job's env yr's ``Config`` takes (None: nothing); in local mode only
