@@ -133,19 +133,26 @@ def test_an_actor_handle_stored_in_an_object_keeps_the_actor_until_the_object_is
     time.sleep(0.3)
     handle = ray.get(box)[0]
     pid = ray.get(handle.pid.remote(), timeout=30)
+    actor_id = handle._ray_actor_id
     del handle
     gc.collect()
     assert ray.get(ray.get(box)[0].pid.remote(), timeout=30) == pid  # still alive
-    if pid == os.getpid():
-        return  # yr local mode: the actor is a thread of this process; ending it is not visible
-    del box
-    gc.collect()
     from ray_adapter import core
 
-    core.current().flush_releases()
+    backend = core.current()
+    del box
+    if pid == os.getpid():  # yr local mode: the actor is a thread here; its record says it ended
+        def ended():
+            actor = backend._actors.get(actor_id)
+            return actor is None or actor.dead
+    else:
+        def ended():
+            return not process_alive(pid)
     deadline = time.monotonic() + 15
-    while process_alive(pid):
+    while not ended():
         assert time.monotonic() < deadline, "the actor outlived the last object holding its handle"
+        gc.collect()
+        (backend.flush_releases if hasattr(backend, "flush_releases") else backend._releases.flush)()
         time.sleep(0.05)
 
 
