@@ -345,8 +345,11 @@ def test_invalid_and_unsupported_options(ray):
     with pytest.raises(RayAdapterOptionError, match="fallback_strategy") as info:
         ray.remote(fallback_strategy=[{"label_selector": {"zone": "a"}}])(f)
     assert "compat_matrix" in str(info.value)
-    with pytest.raises(RayAdapterOptionError, match="working_dir"):
-        ray.remote(runtime_env={"working_dir": "."})(f)
+    with pytest.raises(RayAdapterOptionError, match="runtime_env\\['pip'\\]"):
+        ray.remote(runtime_env={"pip": ["requests"]})(f)
+    local = ray.remote(runtime_env={"working_dir": "."})(f)  # accepted, as in Ray, until .remote()
+    with pytest.raises(ValueError, match="not a valid URI.*only supported at the job level"):
+        local.remote()
     # As Ray: a generator mode on a plain function is a ValueError at decoration.
     with pytest.raises(ValueError, match="can only be used with generator functions"):
         ray.remote(num_returns="streaming")(f)

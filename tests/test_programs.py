@@ -52,6 +52,8 @@ YR_LOCAL_SKIPS = {
                     "cluster mapping is checked in test_yuanrong_placement.py)",
     "placement_gpus": "checks the GPU ids handed to actors: the yuanrong backend reports none "
                       "(Yuanrong sets device visibility itself; matrix: ray.get_gpu_ids partial)",
+    "runtime_envs": "runs tasks in a working_dir copy: in yr local mode tasks are threads of "
+                    "the driver, whose cwd cannot change per task (see the compat matrix)",
 }
 RUNTIMES = ["embedded", "yr-local"]
 # Programs that import an optional package: skipped (saying so) where it is not installed.

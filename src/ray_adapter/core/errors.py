@@ -207,6 +207,14 @@ class NotInitialized(CoreError):
     """A core call was made before the runtime was started (or after it was shut down)."""
 
 
+class EnvSetupFailed(CoreError):
+    """A runtime env could not be set up: ``detail`` says why."""
+
+    def __init__(self, detail):
+        super().__init__(detail)
+        self.detail = detail
+
+
 class Unserializable(CoreError):
     """A value could not be serialized: ``what`` says which (``"argument"``, ``"put value"``),
     ``error`` is the serializer's exception as text, ``value_repr`` the value's repr."""

@@ -297,6 +297,11 @@ class RuntimeCore(abc.ABC):
         the producer never pauses again. Safe to call from finalizers."""
         raise NotImplementedError(f"streaming generators are not provided by the {self.backend_name} backend")
 
+    def object_store_stats(self) -> Dict[str, int]:
+        """``{"num_objects", "bytes_used", "bytes_avail"}`` of the object store (bytes); a
+        backend that cannot tell a figure reports 0 for it."""
+        raise NotImplementedError(f"object store stats are not provided by the {self.backend_name} backend")
+
     # -- placement groups (resource groups) --------------------------------------------------
     # A backend that does not provide them raises NotImplementedError and the compat matrix
     # marks them ``gap``.

@@ -144,7 +144,11 @@ class ActorClass:
         return _create(self, args, kwargs)
 
     def bind(self, *args, **kwargs):
-        raise gaps.attribute_gap_error("ray.actor", "ActorClass.bind")
+        """A lazy actor creation for a graph (mirrors ``ActorClass.bind``): a
+        :class:`ray.dag.ClassNode`; each execution of its graph creates one actor."""
+        from ray_adapter.ray.dag.class_node import ClassNode
+
+        return ClassNode(self, args, kwargs, self._default_options)
 
     def __repr__(self):
         return f"<{type(self).__module__}.{type(self).__qualname__} object at {hex(id(self))}>"
@@ -163,7 +167,7 @@ class _ActorOptionWrapper:
         return self._actor_class.options(**actor_options)
 
     def bind(self, *args, **kwargs):
-        raise gaps.attribute_gap_error("ray.actor", "ActorClass.bind")
+        return self._actor_class.bind(*args, **kwargs)
 
 
 _ActorOptionWrapper.__name__ = _ActorOptionWrapper.__qualname__ = "ActorOptionWrapper"
@@ -295,7 +299,12 @@ class ActorMethod:
         return _wrap_returns(ids, opts.num_returns, core, opts.generator)
 
     def bind(self, *args, **kwargs):
-        raise gaps.attribute_gap_error("ray.actor", "ActorMethod.bind")
+        """A lazy call of this method for a graph (mirrors ``ActorMethod.bind``): a
+        :class:`ray.dag.ClassMethodNode` on this actor."""
+        from ray_adapter.ray.dag.class_node import bind_actor_method
+
+        return bind_actor_method(self._handle, self._method_name,
+                                 dict(self._options) if self._own_options else {}, args, kwargs)
 
     def __repr__(self):
         return f"<ray.actor.ActorMethod object at {hex(id(self))}>"

@@ -127,7 +127,11 @@ class RemoteFunction:
         return _wrap_returns(ids, opts.num_returns, core, opts.generator)
 
     def bind(self, *args, **kwargs):
-        raise gaps.attribute_gap_error("ray.remote_function", "RemoteFunction.bind")
+        """A lazy call of this function for a graph (mirrors ``RemoteFunction.bind``): a
+        :class:`ray.dag.FunctionNode` run by ``.execute()``."""
+        from ray_adapter.ray.dag.function_node import FunctionNode
+
+        return FunctionNode(self, args, kwargs, self._default_options)
 
     def __repr__(self):
         return f"<ray.remote_function.RemoteFunction object at {hex(id(self))}>"

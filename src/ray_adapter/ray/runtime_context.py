@@ -146,7 +146,11 @@ class RuntimeContext:
 
     @property
     def runtime_env(self):
-        return dict(self._ctx().runtime_env or {})
+        """The runtime env of the job, task or actor calling (a :class:`RuntimeEnv`; its
+        working_dir / py_modules are this session's package URIs, as Ray shows them)."""
+        from ray_adapter.ray.runtime_env import RuntimeEnv
+
+        return RuntimeEnv(_validate=False, **dict(self._ctx().runtime_env or {}))
 
     @property
     def gcs_address(self):

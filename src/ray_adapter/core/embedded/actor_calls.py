@@ -43,8 +43,8 @@ class ActorCallsMixin:
                 else:
                     actor.unfinished[caller] = count + 1
                     call.counted = True
-        if deps:
-            rt.objects.hold(deps)
+        if deps or args.refs:  # top-level and nested argument refs, until it finishes
+            rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
         rt.events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method)
         if streaming:
@@ -138,6 +138,7 @@ class ActorCallsMixin:
 
     def _finish_call(self, call, datas, is_error, cancelled=False):
         rt = self.rt
+        nested = call.args.refs if call.args is not None else ()
         call.args = None  # its arguments (shared buffers among them) are not needed any more
         rt.events.finished(call.task_id, not is_error)
         if call.counted:
@@ -149,8 +150,8 @@ class ActorCallsMixin:
                     unfinished[call.caller] = left
                 else:
                     unfinished.pop(call.caller, None)
-        if call.deps:
-            rt.objects.release(call.deps)
+        if call.deps or nested:
+            rt.objects.release(call.deps, nested)
         self.scope.uncarry(call.carried)
         n = len(call.return_ids)
         if len(datas) < n:

@@ -2,12 +2,14 @@
 
 Holders counted per actor (:class:`ScopeState`):
 
-- ``handles``: handle objects in the driver (:meth:`ActorScope.add_handle` / ``drop_handle``);
+- ``handles``: handle objects in the driver (:meth:`ActorScope.add_handle` / ``drop_handle``)
+  and stored values that have a handle pickled inside (``add_handles`` when the value is
+  stored, ``drop_handles`` once the object table freed it);
 - ``borrowers``: worker processes holding a handle (each reports its first and last one);
 - ``in_transit``: tasks, calls and actor constructors whose arguments carry a handle, until
   they finish (the worker that unpickles one reports a borrow before that);
-- ``escaped``: a handle went where it cannot be tracked (stored in an object, returned by a
-  task): the actor then lives until shutdown;
+- ``escaped``: a handle went where it cannot be tracked (a user's own pickle): the actor then
+  lives until shutdown;
 - ``detached``: never ends for scope.
 
 Once nothing holds it, the actor is marked out of scope and ends after the calls it already
@@ -53,12 +55,26 @@ class ActorScope:
                 actor.scope.handles += 1
 
     def drop_handle(self, actor_id):
+        self.drop_handles((actor_id,))
+
+    def add_handles(self, actor_ids):
+        """One more holder per id (a stored value holds a handle to each, repeats counted)."""
         with self._lock:
-            actor = self._actor(actor_id)
-            if actor is None:
-                return
-            actor.scope.handles -= 1
-            ended = self._check_locked(actor)
+            for actor_id in actor_ids:
+                actor = self._actor(actor_id)
+                if actor is not None:
+                    actor.scope.handles += 1
+
+    def drop_handles(self, actor_ids):
+        """Undo :meth:`add_handles` (or one :meth:`add_handle` per id)."""
+        ended = []
+        with self._lock:
+            for actor_id in actor_ids:
+                actor = self._actor(actor_id)
+                if actor is None:
+                    continue
+                actor.scope.handles -= 1
+                ended += self._check_locked(actor)
         self._end(ended)
 
     def borrow(self, worker, actor_ids, delta):

@@ -68,9 +68,9 @@ class ActorManager(ActorCallsMixin):
             if options.get_if_exists:
                 return existing_info
             raise errors.ActorNameTaken(options.name, namespace)
-        if deps:
+        if deps or args.refs:  # argument refs (nested too) are held for restarts until it dies
             try:
-                rt.objects.hold(deps)
+                rt.objects.hold(deps, args.refs)
             except errors.ObjectFreed:
                 with self._lock:
                     self._actors.pop(actor.actor_id, None)
@@ -139,7 +139,7 @@ class ActorManager(ActorCallsMixin):
             rt.scheduler.run(rt.scheduler.release(grant))
             return
         try:
-            worker = rt.pool.take(grant.node)
+            worker = rt.pool.take(grant.node, rt.envs.spec_of(actor.options.runtime_env))
         except Exception as exc:  # no process could be started
             rt.scheduler.run(rt.scheduler.release(grant))
             self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED,
@@ -273,8 +273,8 @@ class ActorManager(ActorCallsMixin):
         self.scope.uncarry(carried)
         rt.events.finished(creation_task_id(actor.actor_id), False)
         rt.groups.on_actor_dead(actor.actor_id)
-        if actor.deps:
-            rt.objects.release(actor.deps)  # held for restarts until now
+        if actor.deps or actor.args.refs:
+            rt.objects.release(actor.deps, actor.args.refs)  # held for restarts until now
         data = rt.error_data(death)
         for call in calls:
             self._finish_call(call, [data], True)

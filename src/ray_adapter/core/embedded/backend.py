@@ -13,7 +13,9 @@ Tasks and actor calls are pushed straight to a worker over its socket; results c
 the same socket and are sealed into the object table, waking whoever waits.
 """
 import atexit
+import dataclasses
 import os
+import pickle
 import sys
 import time
 import uuid
@@ -27,6 +29,7 @@ from ray_adapter.core.embedded.nodes import Nodes
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
+from ray_adapter.core.embedded.runtime_envs import RuntimeEnvs
 from ray_adapter.core.embedded.scheduler import Scheduler
 from ray_adapter.core.embedded.service import DriverService
 from ray_adapter.core.embedded.streams import StreamsMixin, StreamTable
@@ -51,6 +54,9 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     # ================================================================== lifecycle
     def start(self, options):
+        # The job's env first: copying working_dir / py_modules may fail (as in Ray's init).
+        self.envs = RuntimeEnvs(worker_environment({}))
+        self.job_runtime_env = self.envs.start_job(options.runtime_env)
         self.job_id = ids.job_id(1)
         self.ids = ids.IdFactory(self.job_id)
         self.node_manager = Nodes(self)
@@ -60,33 +66,34 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.driver_task_id = self.ids.task()
         self.driver_worker_id = ids.random_id(ids.WORKER_ID_SIZE)
         self.namespace = options.namespace or str(uuid.uuid4())
-        self.job_runtime_env = dict(options.runtime_env or {})
         self.start_time = time.time()
         shm.raise_fd_limit()
         self.scheduler = Scheduler([node])
-        self.objects = ObjectTable()
+        # A freed value's actor handles are let go by the release thread: the table calls
+        # this under its own lock, and ending an actor takes the actor manager's.
+        self.objects = ObjectTable(lambda actor_ids: self._releases.put(
+            self.actors.scope.drop_handles, actor_ids))
         self.events = TaskEvents(self.job_id)
         self.groups = PlacementGroups(self)
         self.streams = StreamTable(self.objects, self._send_ack)
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
+        self._releases = DeferredReleases()
         self.tasks = TaskManager(self)
         self.actors = ActorManager(self)
         self.service = DriverService(self)
         self._handlers = self._message_handlers()
         log_to_driver = options.log_to_driver
 
-        def init_message(worker_id, node):
+        def init_message(worker_id, node, spec):
             return protocol.Init(protocol.VERSION, self.job_id, node.node_id, worker_id,
-                                 self.namespace, log_to_driver, node.ip)
+                                 self.namespace, log_to_driver, node.ip, pickle.dumps(spec.env))
 
-        env = worker_environment(dict(self.job_runtime_env.get("env_vars") or {}))
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:
             serialization.set_allocator(self.arena.copy_of)
-        self.pool = WorkerPool(init_message, env, log_to_driver, self._dispatch, self._on_worker_exit,
-                               self.arena)
-        self._releases = DeferredReleases()
+        self.pool = WorkerPool(init_message, self.envs.job, log_to_driver, self._dispatch,
+                               self._on_worker_exit, self.arena)
         self._started = True
         atexit.register(self.shutdown)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
@@ -113,6 +120,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.tasks.clear()
         self.actors.clear()
         self.streams.clear()
+        self.envs.close()
 
     def _check_started(self):
         if not self._started:
@@ -164,6 +172,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.tasks.on_worker_exit(worker)
         self.actors.on_worker_exit(worker)
         self.actors.scope.worker_gone(worker)
+        self.objects.worker_gone(worker)
 
     # ================================================================== helpers for components
     @staticmethod
@@ -171,13 +180,12 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         return serialization.dumps(core_error)
 
     def adopt_contained(self, datas):
-        """Refs and handles inside values the runtime now holds went where they are not
-        tracked: keep their objects and actors for the session."""
+        """Values about to be stored (one per object): the actor handles pickled inside each
+        are held by it from now on (the table lets them go when it frees or refuses the
+        value). The refs inside are held by the table itself when it stores the value."""
         for data in datas:
-            if data.refs:
-                self.objects.pin(data.refs)
             if data.handles:
-                self.actors.scope.escape(data.handles)
+                self.actors.scope.add_handles(data.handles)
 
     def warn_infeasible(self, name, request):
         key = tuple(sorted(request.items()))
@@ -292,9 +300,12 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
-    def submit_serialized(self, key, args, deps, options):
-        if args.refs:
-            self.objects.pin(args.refs)
+    def submit_serialized(self, key, args, deps, options, parent=None):
+        # Refs pickled inside ``args`` (``args.refs``) are held with the top-level ones until
+        # the task finishes: by then the worker that unpickled them has reported its borrow.
+        env = self.envs.effective(options.runtime_env, parent)  # None: the job's
+        if env is not options.runtime_env:
+            options = dataclasses.replace(options, runtime_env=env)
         return self.tasks.submit(key, args, deps, options, tuple(args.handles))
 
     def cancel(self, object_id, force, recursive):
@@ -312,9 +323,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         return self.create_serialized(class_key, ser, self._deps_of(args, kwargs), options)
 
-    def create_serialized(self, key, args, deps, options):
-        if args.refs:
-            self.objects.pin(args.refs)
+    def create_serialized(self, key, args, deps, options, parent=None):
+        options.runtime_env = self.envs.effective(options.runtime_env, parent) or self.job_runtime_env
         return self.actors.create(key, args, deps, options, tuple(args.handles))
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
@@ -324,8 +334,6 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def call_serialized(self, actor_id, method, args, deps, options, caller=None):
         """A method call from ``caller`` (a worker handle; None: the driver)."""
-        if args.refs:
-            self.objects.pin(args.refs)
         return self.actors.submit_call(actor_id, method, args, deps, options,
                                        tuple(args.handles), caller)
 
@@ -353,3 +361,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def exit_current_actor(self):
         raise RuntimeError("exit_actor() can only be called inside an actor")
+
+    def object_store_stats(self):
+        count, used = self.objects.stats()
+        return {"num_objects": count, "bytes_used": used,
+                "bytes_avail": int(self.scheduler.total().get("object_store_memory", 0))}

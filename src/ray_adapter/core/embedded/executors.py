@@ -302,8 +302,9 @@ class PrefixWriter:
         if not text:
             return 0
         w = self._worker
-        name = w.actor_log_name or w.actor_class_name or current_call.get()[1] or "worker"
-        prefix = f"({name} pid={os.getpid()}) "
+        name = w.actor_log_name or w.actor_class_name or current_call.get()[1]
+        # Outside any task (a setup hook at start), Ray tags lines with the pid alone.
+        prefix = f"({name} pid={os.getpid()}) " if name else f"(pid={os.getpid()}) "
         with self._lock:
             out = []
             for piece in text.splitlines(keepends=True):

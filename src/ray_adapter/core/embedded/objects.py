@@ -8,9 +8,26 @@ thread that called ``put``...); they must not block. Callbacks that seal further
 failure cascading down a chain of dependent tasks) are run iteratively by the outermost seal in
 that thread, never by recursion.
 
-Lifetime: an object is freed once it is sealed, no reference is left (callers' refs and the
-holds of pending tasks on their arguments) and it is not pinned (a ref to it escaped to where
-it cannot be tracked).
+Lifetime (Ray's borrower protocol, on one machine: the driver's table owns every object): an
+object is freed once it is sealed, nothing holds it and it is not pinned (a ref to it escaped
+to where it cannot be tracked, such as a user's own pickle). Its holders, all counted in
+``Entry.refs``:
+
+- the driver's ObjectRefs (:meth:`ObjectTable.add_ref` / ``drop_ref``);
+- pending tasks, calls and actors, on their top-level and nested argument refs (``hold`` /
+  ``release``, until they finish; an actor until it dies, for its restarts);
+- *containers*: a stored value that has refs pickled inside holds each of them until the
+  container itself is freed (frees cascade down nested containers, iteratively);
+- *borrowers*: a worker process holding ObjectRefs to an object (its own puts and
+  submissions, lent to it with the reply, and refs it unpickled, reported by the worker with
+  its first local ref) until it reports its last one dropped or dies (:meth:`borrow`,
+  :meth:`lend`, :meth:`unborrow`, :meth:`worker_gone`).
+
+A borrow is registered before the lender can let go: a worker reports it on the same channel,
+and before, the message that releases what carried the ref (the task's result, the drop of the
+container it read). Actor handles pickled inside a stored value are held the same way, in the
+actor scope: the table reports, through ``on_free_handles`` (called under its lock: it must
+only queue), the handles of a value it no longer keeps.
 """
 import collections
 import enum
@@ -20,6 +37,7 @@ import traceback
 
 from ray_adapter.core import errors
 from ray_adapter.core.embedded.channel import flush_posted
+from ray_adapter.core.embedded.object_holders import HoldersMixin
 from ray_adapter.core.execution import wait_seconds
 
 
@@ -29,7 +47,8 @@ class ObjectState(enum.Enum):
 
 
 class Entry:
-    __slots__ = ("state", "data", "is_error", "refs", "pinned", "waiters", "producer")
+    __slots__ = ("state", "data", "is_error", "refs", "pinned", "waiters", "producer",
+                 "contained", "handles")
 
     def __init__(self, producer=None, refs=0):
         self.state = ObjectState.PENDING
@@ -39,6 +58,8 @@ class Entry:
         self.pinned = False
         self.waiters = None       # list of _Waiter while pending
         self.producer = producer  # id of the task that produces it, while pending
+        self.contained = None     # ids of the objects its value holds (refs pickled inside)
+        self.handles = None       # ids of the actors whose handles its value holds
 
 
 class _Waiter:
@@ -59,14 +80,16 @@ class _Drain(threading.local):
         self.queue = collections.deque()
 
 
-class ObjectTable:
+class ObjectTable(HoldersMixin):
     """Objects by id (bytes)."""
 
-    def __init__(self):
+    def __init__(self, on_free_handles=None):
         self._lock = threading.Lock()
         self._objects = {}
+        self._borrows = {}  # borrower (a worker handle) -> ids of the objects it holds
         self._drain = _Drain()
         self._closed = False
+        self._on_free_handles = on_free_handles or (lambda actor_ids: None)
 
     # -- creation ----------------------------------------------------------------------------
     def create(self, object_ids, refs, producer):
@@ -76,10 +99,12 @@ class ObjectTable:
                 self._objects[oid] = Entry(producer, refs)
 
     def put(self, object_id, data, refs=1):
-        """A sealed entry holding ``data`` (a Serialized value)."""
+        """A sealed entry holding ``data`` (a Serialized value; the refs and actor handles
+        pickled inside it are held while the entry lives)."""
         entry = Entry(None, refs)
         entry.state, entry.data = ObjectState.READY, data
         with self._lock:
+            self._adopt_locked(entry, data)
             self._objects[object_id] = entry
 
     def seal(self, object_id, data, is_error):
@@ -92,8 +117,11 @@ class ObjectTable:
             for object_id, data, is_error in items:
                 entry = self._objects.get(object_id)
                 if entry is None or entry.state is ObjectState.READY:
+                    if getattr(data, "handles", None):
+                        self._on_free_handles(list(data.handles))  # not kept: let them go
                     continue
                 entry.state, entry.data, entry.is_error = ObjectState.READY, data, is_error
+                self._adopt_locked(entry, data)
                 entry.producer = None
                 waiters, entry.waiters = entry.waiters, None
                 for waiter in waiters or ():
@@ -131,15 +159,21 @@ class ObjectTable:
             if entry is not None:
                 entry.refs += count
 
-    def hold(self, object_ids):
-        """One more reference on each existing id (a pending task's arguments); returns the
-        ids that exist. Raises ObjectFreed for the first that does not."""
+    def hold(self, object_ids, nested=()):
+        """One more reference on each of ``object_ids`` (a pending task's top-level
+        arguments; raises ObjectFreed for the first that does not exist) and on each of
+        ``nested`` that exists (refs pickled inside its arguments; :meth:`release` them with
+        the same two lists)."""
         with self._lock:
             for oid in object_ids:
                 if oid not in self._objects:
                     raise errors.ObjectFreed(oid)
             for oid in object_ids:
                 self._objects[oid].refs += 1
+            for oid in nested:
+                entry = self._objects.get(oid)
+                if entry is not None:
+                    entry.refs += 1
 
     def drop_ref(self, object_id, count=1):
         with self._lock:
@@ -162,14 +196,15 @@ class ObjectTable:
             self._lock.release()
         return True
 
-    def release(self, object_ids):
+    def release(self, object_ids, nested=()):
         """Undo :meth:`hold`."""
         with self._lock:
-            for oid in object_ids:
-                entry = self._objects.get(oid)
-                if entry is not None:
-                    entry.refs -= 1
-                    self._free_if_unused(oid, entry)
+            for group in (object_ids, nested):
+                for oid in group:
+                    entry = self._objects.get(oid)
+                    if entry is not None:
+                        entry.refs -= 1
+                        self._free_if_unused(oid, entry)
 
     def pin(self, object_ids):
         """Never free these objects (refs to them escaped where they cannot be tracked)."""
@@ -179,13 +214,26 @@ class ObjectTable:
                 if entry is not None:
                     entry.pinned = True
 
+    @staticmethod
+    def _unused(entry):
+        return entry.refs <= 0 and entry.state is ObjectState.READY and not entry.pinned
+
     def _free_if_unused(self, object_id, entry):
-        if entry.refs <= 0 and entry.state is ObjectState.READY and not entry.pinned:
+        if self._unused(entry):
             del self._objects[object_id]
+            if entry.contained or entry.handles:
+                self._release_contents_locked(entry)
 
     # -- reading -----------------------------------------------------------------------------
     def __len__(self):
         return len(self._objects)
+
+    def stats(self):
+        """``(number of objects, bytes of the sealed values)``."""
+        with self._lock:
+            entries = list(self._objects.values())
+        return len(entries), sum(e.data.nbytes for e in entries
+                                 if e.state is ObjectState.READY and hasattr(e.data, "nbytes"))
 
     def exists(self, object_id):
         return object_id in self._objects
@@ -308,5 +356,6 @@ class ObjectTable:
                         callbacks.append(waiter.callback)
                 entry.waiters = None
             self._objects.clear()
+            self._borrows.clear()
         for callback in callbacks:
             callback(False)

@@ -6,7 +6,9 @@ them to the backend's dispatcher. Whatever ends the reader (end of stream, a mal
 a bug in a handler) goes through the same exit path: the process is reaped, its process group
 killed, and the backend told, so no task is left waiting on a dead worker.
 
-:class:`WorkerPool` keeps idle task workers per node. Processes are spawned outside every lock,
+:class:`WorkerPool` keeps idle task workers per node and runtime env (a worker is started for one
+env: its environment, cwd and import path, see :mod:`.runtime_envs`, and is reused only for
+tasks of the same env, as Ray's workers are). Processes are spawned outside every lock,
 by the thread that needs one (or the pre-start thread); a new worker can be sent work at once,
 since its messages wait in the socket until it has booted.
 
@@ -44,10 +46,10 @@ class WorkerState(enum.Enum):
 
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
-                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins",
+                 "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
                  "__weakref__")
 
-    def __init__(self, proc, channel, worker_id, node, arena=None):
+    def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
         self.pid = proc.pid
         self.worker_id = worker_id
@@ -64,6 +66,7 @@ class WorkerHandle:
         self.pins = Pins()          # arena blocks sent to it whose views it may still hold
         if arena is not None:
             channel.codec = DriverCodec(arena, self.pins)
+        self.spec = spec            # the runtime_envs.WorkerSpec it was started with
 
     @property
     def alive(self):
@@ -103,35 +106,41 @@ class WorkerPool:
     """Spawns worker processes and keeps idle ones. ``dispatch(worker, message, buffers)``
     handles each message a worker sends; ``on_exit(worker)`` runs once its process is gone."""
 
-    def __init__(self, init_message, env, log_to_driver, dispatch, on_exit, arena=None,
+    def __init__(self, init_message, default_spec, log_to_driver, dispatch, on_exit, arena=None,
                  fork_workers=True):
         self._lock = threading.Lock()
         self._arena = arena
         self._zygote = None
         if fork_workers:
+            # The template is started as the job's workers are (environment, cwd): only
+            # workers of the job's runtime env are forked from it, the others are exec'd.
             out = None if log_to_driver else subprocess.DEVNULL
             try:
-                self._zygote = Zygote(env, stdout=out, stderr=out)
+                self._zygote = Zygote(default_spec.environ, stdout=out, stderr=out,
+                                      cwd=default_spec.cwd)
             except OSError:  # no template: every worker is a fresh interpreter
                 self._zygote = None
-        self._init = init_message      # a function (worker_id, node) -> protocol.Init
-        self._env = env
+        self._init = init_message      # a function (worker_id, node, spec) -> protocol.Init
+        self._default = default_spec   # the job's WorkerSpec
         self._log_to_driver = log_to_driver
         self._dispatch = dispatch
         self._on_exit = on_exit
-        self._idle = {}                # node id -> [WorkerHandle]
+        self._idle = {}                # (node id, spec key) -> [WorkerHandle]
         self._live = set()
         self._prestarting = []         # pre-start threads (shutdown waits for them)
         self._closed = False
 
     # -- spawning ----------------------------------------------------------------------------
-    def spawn(self, node):
-        """Start a worker process for ``node`` (call outside any lock); returns its handle.
-        Raises OSError (and the like) when no process can be started."""
-        started = self._fork() or self._exec()
+    def spawn(self, node, spec=None):
+        """Start a worker process for ``node`` and runtime env ``spec`` (default: the job's;
+        call outside any lock); returns its handle. Raises OSError (and the like) when no
+        process can be started."""
+        spec = spec or self._default
+        started = (spec.key == self._default.key and self._fork()) or self._exec(spec)
         parent, proc = started
-        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node, self._arena)
-        worker.send(self._init(worker.worker_id, node))
+        worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node,
+                              self._arena, spec)
+        worker.send(self._init(worker.worker_id, node, spec))
         with self._lock:
             closed = self._closed
             self._live.add(worker)  # until reaped: shutdown waits for every worker it knows
@@ -158,15 +167,15 @@ class WorkerPool:
         finally:
             child.close()
 
-    def _exec(self):
+    def _exec(self, spec):
         """``(socket, process)`` of a worker in a fresh interpreter (about 150 ms of CPU)."""
         parent, child = socket.socketpair()
         out = None if self._log_to_driver else subprocess.DEVNULL
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
-                pass_fds=(child.fileno(),), env=self._env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=out, start_new_session=True, close_fds=True)
+                pass_fds=(child.fileno(),), env=spec.environ, cwd=spec.cwd, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=out, start_new_session=True, close_fds=True)
         except BaseException:
             parent.close()
             raise
@@ -179,7 +188,7 @@ class WorkerPool:
         def run():
             while True:
                 with self._lock:
-                    if self._closed or len(self._idle.get(node.node_id, ())) >= count:
+                    if self._closed or len(self._idle.get((node.node_id, self._default.key), ())) >= count:
                         return
                 try:
                     worker = self.spawn(node)
@@ -193,25 +202,29 @@ class WorkerPool:
         thread.start()
 
     # -- reuse -------------------------------------------------------------------------------
-    def take(self, node):
-        """An idle worker of ``node``, or a new one; the caller owns it until put back."""
+    def take(self, node, spec=None):
+        """An idle worker of ``node`` started for ``spec`` (default: the job's), or a new one;
+        the caller owns it until put back."""
+        spec = spec or self._default
         with self._lock:
-            idle = self._idle.get(node.node_id)
+            idle = self._idle.get((node.node_id, spec.key))
             while idle:
                 worker = idle.pop()
                 if worker.alive:
                     return worker
-        return self.spawn(node)
+        return self.spawn(node, spec)
 
     def put_back(self, worker):
-        """Return a task worker to the pool (retired instead when the pool is full)."""
+        """Return a task worker to the pool (retired instead when the node's idle workers, of
+        all runtime envs together, are as many as its CPUs plus a little slack)."""
+        node_id = worker.node.node_id
         limit = worker.node.idle_limit
         if limit is None:
             limit = worker.node.idle_limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
         with self._lock:
             if not self._closed and worker.alive:
-                idle = self._idle.setdefault(worker.node.node_id, [])
-                if len(idle) < limit:
+                idle = self._idle.setdefault((node_id, worker.spec.key), [])
+                if sum(len(v) for k, v in self._idle.items() if k[0] == node_id) < limit:
                     worker.state = WorkerState.IDLE
                     worker.task = None
                     idle.append(worker)
@@ -267,7 +280,7 @@ class WorkerPool:
         worker.pins.clear()  # its views of arena blocks died with it
         with self._lock:
             self._live.discard(worker)
-            idle = self._idle.get(worker.node.node_id)
+            idle = self._idle.get((worker.node.node_id, worker.spec.key))
             if idle and worker in idle:
                 idle.remove(worker)
         worker.state = WorkerState.DEAD

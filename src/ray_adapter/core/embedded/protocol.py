@@ -33,7 +33,7 @@ import msgspec
 
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 2
+VERSION = 3
 
 
 class Payload(msgspec.Struct, array_like=True):
@@ -71,6 +71,9 @@ class Assignment(msgspec.Struct, array_like=True):
 
 # ==================================================================== driver -> worker
 class Init(_Msg):
+    """The first message to a worker. ``runtime_env``: the pickled runtime env (a dict) the
+    process was started for; a setup hook it names runs before the first task."""
+
     version: int
     job_id: bytes
     node_id: bytes
@@ -78,6 +81,7 @@ class Init(_Msg):
     namespace: str
     log_to_driver: bool
     node_ip: str
+    runtime_env: bytes = b""
 
 
 class Function(_Msg):
@@ -215,9 +219,11 @@ class ActorExiting(_Msg):
 
 
 class RefUpdate(_Msg):
-    """Reference events of this worker: objects it owned and dropped (``decref``), refs it
-    pickled where they cannot be tracked (``pin``), actor handles it took (``borrow``),
-    dropped (``unborrow``) or pickled where they cannot be tracked (``escape``)."""
+    """Reference events of this worker, in the order they happened: objects it took a first
+    ObjectRef to without owning one yet (``ref_borrow``, sent before anything it does with
+    them), objects it dropped its last ObjectRef to (``decref``: its puts and submissions, and
+    its borrows), refs it pickled where they cannot be tracked (``pin``), actor handles it took
+    (``borrow``), dropped (``unborrow``) or pickled where they cannot be tracked (``escape``)."""
 
     decref: List[bytes] = []
     pin: List[bytes] = []
@@ -225,6 +231,7 @@ class RefUpdate(_Msg):
     unborrow: List[bytes] = []
     escape: List[bytes] = []
     unpin: List[List[int]] = []  # arena blocks (segment id, offset) whose views are all gone
+    ref_borrow: List[bytes] = []
 
 
 class FunctionReq(_Msg):

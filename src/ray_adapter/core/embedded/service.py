@@ -19,7 +19,8 @@ from ray_adapter.core.interface import TaskOptions
 QUERIES = frozenset(("cancel", "kill_actor", "get_named_actor", "list_named_actors", "nodes",
                      "cluster_resources", "available_resources", "create_placement_group",
                      "remove_placement_group", "placement_group_table", "placement_group_ready",
-                     "state", "resources_per_node", "stream_peek", "stream_close"))
+                     "state", "resources_per_node", "stream_peek", "stream_close",
+                     "object_store_stats"))
 
 
 def _plain(value):
@@ -55,13 +56,13 @@ class DriverService:
             generator=o.generator or None, generator_backpressure=o.backpressure)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
-                     message.deps, options)
+                     message.deps, options, worker.spec, lent=True)
 
     def on_create_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)
         options = pickle.loads(message.options)
         self._answer(worker, message.req_id, self.rt.create_serialized, message.key, args,
-                     message.deps, options)
+                     message.deps, options, worker.spec)
 
     def on_call_actor(self, worker, message, buffers):
         m = message
@@ -72,7 +73,7 @@ class DriverService:
             max_task_retries=None if m.max_task_retries == -2 else m.max_task_retries,
             retry_exceptions=pickle.loads(m.retry_exceptions) if m.retry_exceptions else False)
         self._answer(worker, m.req_id, self.rt.call_serialized, m.actor_id, m.method, args,
-                     m.deps, options, worker)
+                     m.deps, options, worker, lent=True)
 
     def on_stream_next(self, worker, message, buffers):
         """``stream_next`` from a worker: answered once the next item exists or the stream
@@ -86,6 +87,8 @@ class DriverService:
             except errors.GetTimeout:  # a timeout of 0 that found nothing yet
                 self.reply_error(worker, req_id, errors.GetTimeout(message.timeout))
                 return
+            if taken is not None:  # the item's one reference belongs to the worker now
+                rt.objects.lend(worker, [taken])
             self.reply(worker, req_id, taken)
 
         def expired():
@@ -95,19 +98,27 @@ class DriverService:
         self._when(worker, req_id, [peek], 1, message.timeout, answer, expired)
 
     def on_put(self, worker, message, buffers):
-        # Owned by the worker: it sends a decref when its last ref is gone.
-        self._answer(worker, message.req_id, self.rt.put_serialized, from_payload(message.value, buffers))
+        # The new object's one reference is lent to the worker: it sends a decref when its
+        # last ref is gone (or dies).
+        self._answer(worker, message.req_id, self.rt.put_serialized, from_payload(message.value, buffers),
+                     lent=True)
 
     def on_query(self, worker, message, buffers):
         if message.method not in QUERIES:
             self.reply_error(worker, message.req_id, errors.CoreError(f"unknown query {message.method!r}"))
             return
         args = pickle.loads(message.args.data)
-        self._answer(worker, message.req_id, getattr(self.rt, message.method), *args)
+        # placement_group_ready makes an object whose one reference is the worker's
+        self._answer(worker, message.req_id, getattr(self.rt, message.method), *args,
+                     lent=message.method == "placement_group_ready")
 
-    def _answer(self, worker, req_id, fn, *args):
+    def _answer(self, worker, req_id, fn, *args, lent=False):
+        """Reply with ``fn(*args)`` or its failure. ``lent``: the value is the id or ids of new
+        objects whose one reference belongs to ``worker`` from now on."""
         try:
             value = fn(*args)
+            if lent:
+                self.rt.objects.lend(worker, [value] if isinstance(value, bytes) else value)
         except errors.CoreError as err:
             self.reply_error(worker, req_id, err)
             return
@@ -119,10 +130,12 @@ class DriverService:
     # -- references --------------------------------------------------------------------------
     def on_ref_update(self, worker, message, buffers):
         rt = self.rt
+        if message.ref_borrow:
+            rt.objects.borrow(worker, message.ref_borrow)
         if message.pin:
             rt.objects.pin(message.pin)
-        for oid in message.decref:
-            rt.objects.drop_ref(oid)
+        if message.decref:
+            rt.objects.unborrow(worker, message.decref)
         if message.borrow:
             rt.actors.scope.borrow(worker, message.borrow, 1)
         if message.unborrow:

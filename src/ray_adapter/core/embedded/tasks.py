@@ -142,8 +142,8 @@ class TaskManager:
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
         record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
-        if deps:
-            rt.objects.hold(deps)
+        if deps or args.refs:  # top-level and nested argument refs, until it finishes
+            rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
         rt.events.submitted(task_id, options.name, "NORMAL_TASK", None, options.resources,
                             getattr(options.scheduling, "group_id", None))
@@ -226,7 +226,7 @@ class TaskManager:
                 self._finish_cancelled(record)
             return
         try:
-            worker = rt.pool.take(grant.node)
+            worker = rt.pool.take(grant.node, rt.envs.spec_of(record.options.runtime_env))
         except Exception as exc:  # no process could be started (EMFILE, bad environment...)
             rt.scheduler.run(rt.scheduler.release(grant))
             self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
@@ -354,11 +354,12 @@ class TaskManager:
     def _finish(self, record, datas, is_error):
         rt = self.rt
         rt.events.finished(record.task_id, not is_error)
+        nested = record.args.refs if record.args is not None else ()
         # Drop what the record holds now: its arguments (shared buffers among them) must not
         # wait for the cyclic GC (record -> demand -> its start closure -> record).
         record.args = record.demand = record.waiter = None
-        if record.deps:
-            rt.objects.release(record.deps)
+        if record.deps or nested:
+            rt.objects.release(record.deps, nested)
         rt.actors.uncarry(record.carried)
         n = len(record.return_ids)
         if len(datas) < n:

@@ -49,7 +49,7 @@ class Worker:
         self.actor_name = None
         self.actor_class_name = None
         self.actor_handle_meta = None
-        self.runtime_env = None
+        self.runtime_env = None         # the env this process was started for (Init)
         self.actor = None               # executors.ActorHost once an actor is created
         self.restart_count = 0
         self.assigned_resources = {}
@@ -125,9 +125,14 @@ class Worker:
             end_process(1)
         self.job_id, self.node_id, self.worker_id = message.job_id, message.node_id, message.worker_id
         self.namespace, self.node_ip = message.namespace, message.node_ip
+        if message.runtime_env:
+            import pickle
+
+            self.runtime_env = pickle.loads(message.runtime_env)
         if message.log_to_driver:
             sys.stdout = executors.PrefixWriter(sys.stdout, self)
             sys.stderr = executors.PrefixWriter(sys.stderr, self)
+        self.exec_queue.put((_SETUP_HOOK, None))  # ahead of every task: Init comes first
         self.send(protocol.Hello(protocol.VERSION, os.getpid()))
 
     def on_cancel(self, task_id, force):
@@ -178,6 +183,8 @@ class Worker:
             kind = type(message)
             if kind is protocol.RunTask:
                 self.run_task(message, buffers)
+            elif message is _SETUP_HOOK:
+                self.run_setup_hook()
             elif kind is protocol.CallActor:
                 self.actor.run_call(message, buffers, in_main_thread=True)
             elif kind is protocol.CreateActor:
@@ -185,6 +192,17 @@ class Worker:
             del item, message, buffers
         flush_posted()
         executors.flush_std()
+
+    @staticmethod
+    def run_setup_hook():
+        """The runtime env's ``worker_process_setup_hook``, once, before any task (as Ray's
+        workers run it at start); a failing hook ends the worker, saying why."""
+        from ray_adapter.core.runtime_env import run_setup_hook
+
+        failure = run_setup_hook(os.environ)
+        if failure is not None:
+            sys.stderr.write(failure)
+            end_process(1)
 
     def load(self, key):
         fn = self.functions.get(key)
@@ -250,6 +268,7 @@ class Worker:
         end_process(0)
 
 
+_SETUP_HOOK = object()  # the exec-queue item that runs the setup hook
 _PR_SET_CHILD_SUBREAPER = 36
 
 

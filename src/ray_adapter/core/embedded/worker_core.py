@@ -6,8 +6,15 @@ thread is started per request). Functions and classes are registered with the dr
 the first submission that uses them, in channel order, so a submission can never reach the
 driver ahead of its function, whichever thread sends it.
 
-Reference events (drops from ``__del__`` and finalizers, in any thread) are only queued here and
-sent in batches by one thread (``ref_loop``), in the order they happened.
+References: this process counts its ObjectRefs and actor handles per id. The first one to an
+id it does not hold yet (unpickled from an argument or a value it read) is reported to the
+driver as a borrow at once, queued on the channel ahead of anything this process does next (the
+result of the task that carried it, the drop of the container it came from), so the driver
+never frees what a worker is about to hold. Drops (from ``__del__`` and finalizers, in any
+thread) are only queued here and sent in batches by one thread (``ref_loop``), in the order
+they happened; the last drop of an id returns it. Counts and the messages they decide are
+changed under one lock (queueing on the channel is no I/O), so a borrow and a return of one id
+always reach the driver in the order they were decided.
 """
 import contextvars
 import itertools
@@ -52,8 +59,9 @@ class WorkerCore(RuntimeCore):
         self._ship_lock = threading.Lock()
         self._shipped = set()
         self._ref_events = queue.SimpleQueue()
-        self._handle_lock = threading.Lock()
-        self._handle_counts = {}
+        self._ref_lock = threading.Lock()  # guards both counts and the order of their messages
+        self._obj_counts = {}     # object id -> ObjectRefs to it in this process
+        self._handle_counts = {}  # actor id -> handles to it in this process
         threading.Thread(target=self.ref_loop, daemon=True, name="ray-adapter-refs").start()
 
     # -- request / reply ---------------------------------------------------------------------
@@ -139,18 +147,32 @@ class WorkerCore(RuntimeCore):
         self._call(lambda rid: (protocol.GetReq(rid, [object_id], None), ()), settle)
         return future
 
-    # Reference counting of the objects this worker created (its puts and submissions): the
-    # driver frees one when the worker drops its last ObjectRef to it. Refs the worker
-    # received inside values were pinned by the driver when they were serialized.
+    # Reference counting (see the module notes). Objects this worker created (its puts and
+    # submissions) come with the one reference the driver lent it; any other first ObjectRef
+    # is a borrow reported at once.
     def _own(self, object_ids):
-        self._ref_events.put(("own", object_ids))
+        with self._ref_lock:
+            counts = self._obj_counts
+            for oid in object_ids:
+                counts[oid] = counts.get(oid, 0) + 1
         return object_ids
 
+    def _first(self, counts, key, message):
+        """Count one more ref to ``key``; the first one queues ``message(key)`` on the channel
+        (under the lock, so it precedes whatever drop of ``key`` is decided after)."""
+        with self._ref_lock:
+            n = counts.get(key, 0)
+            counts[key] = n + 1
+            if n == 0:
+                self._worker.channel.enqueue(protocol.encode(message(key)))
+        if n == 0:
+            self._worker.channel.mark_posted()
+
     def add_local_reference(self, object_id):
-        self._ref_events.put(("+", object_id))
+        self._first(self._obj_counts, object_id, lambda oid: protocol.RefUpdate(ref_borrow=[oid]))
 
     def remove_local_reference(self, object_id):
-        self._ref_events.put(("-", object_id))
+        self._ref_events.put(("-", object_id))  # from __del__: queued, never sent here
 
     def object_escaped(self, object_id):
         self._ref_events.put(("pin", object_id))
@@ -158,46 +180,47 @@ class WorkerCore(RuntimeCore):
     def block_released(self, key):
         """The views of one arena block received from the driver are gone (from ``__del__``)."""
         self._ref_events.put(("unpin", key))
+    @staticmethod
+    def _dropped(counts, key):
+        left = counts.get(key, 0) - 1
+        if left > 0:
+            counts[key] = left
+            return False
+        counts.pop(key, None)
+        return True
 
     def ref_loop(self):
-        counts, owned = {}, set()
         while True:
             event = self._ref_events.get()
-            update = protocol.RefUpdate([], [], [], [], [], [])
+            update = protocol.RefUpdate()
             closed = []
-            while event is not None:
-                kind, target = event
-                if kind == "own":
-                    for oid in target:
-                        counts[oid] = counts.get(oid, 0) + 1
-                        owned.add(oid)
-                elif kind == "+":
-                    counts[target] = counts.get(target, 0) + 1
-                elif kind == "-":
-                    left = counts.get(target, 0) - 1
-                    if left > 0:
-                        counts[target] = left
-                    else:
-                        counts.pop(target, None)
-                        if target in owned:
-                            owned.discard(target)
+            with self._ref_lock:
+                while event is not None:
+                    kind, target = event
+                    if kind == "-":
+                        if self._dropped(self._obj_counts, target):
                             update.decref.append(target)
-                elif kind == "pin":
-                    update.pin.append(target)
-                elif kind == "h-" and self._handle_dropped(target):
-                    update.unborrow.append(target)
-                elif kind == "hpin":
-                    update.escape.append(target)
-                elif kind == "unpin":
-                    update.unpin.append(list(target))
-                elif kind == "sclose":
-                    closed.append(target)
-                try:
-                    event = self._ref_events.get_nowait()
-                except queue.Empty:
-                    event = None
-            if update.decref or update.pin or update.unborrow or update.escape or update.unpin:
-                self._worker.send(update)
+                    elif kind == "pin":
+                        update.pin.append(target)
+                    elif kind == "h-":
+                        if self._dropped(self._handle_counts, target):
+                            update.unborrow.append(target)
+                    elif kind == "hpin":
+                        update.escape.append(target)
+                    elif kind == "unpin":
+                        update.unpin.append(list(target))
+                    elif kind == "sclose":
+                        closed.append(target)
+                    try:
+                        event = self._ref_events.get_nowait()
+                    except queue.Empty:
+                        event = None
+                if update.decref or update.pin or update.unborrow or update.escape or update.unpin:
+                    self._worker.channel.enqueue(protocol.encode(update))
+                else:
+                    update = None
+            if update is not None:
+                self._worker.channel.flush()
             for generator_id in closed:
                 self._worker.send(protocol.QueryReq(0, "stream_close", _plain((generator_id,))))
 
@@ -282,29 +305,16 @@ class WorkerCore(RuntimeCore):
         return self._query("kill_actor", actor_id, no_restart)
 
     # Actor handles: the first handle to an actor in this process registers a borrow with the
-    # driver (sent at once, so it precedes the reply of the call that carried the handle); the
-    # drop of the last one returns it.
+    # driver (queued at once, so it precedes the result of the call that carried the handle);
+    # the drop of the last one returns it.
     def add_actor_handle(self, actor_id):
-        with self._handle_lock:
-            self._handle_counts[actor_id] = self._handle_counts.get(actor_id, 0) + 1
-            first = self._handle_counts[actor_id] == 1
-        if first:
-            self._worker.send(protocol.RefUpdate(borrow=[actor_id]))
+        self._first(self._handle_counts, actor_id, lambda aid: protocol.RefUpdate(borrow=[aid]))
 
     def remove_actor_handle(self, actor_id):
         self._ref_events.put(("h-", actor_id))  # from a finalizer: queued, not sent here
 
     def actor_handle_escaped(self, actor_id):
         self._ref_events.put(("hpin", actor_id))
-
-    def _handle_dropped(self, actor_id):
-        with self._handle_lock:
-            left = self._handle_counts.get(actor_id, 0) - 1
-            if left > 0:
-                self._handle_counts[actor_id] = left
-                return False
-            self._handle_counts.pop(actor_id, None)
-            return True
 
     def get_named_actor(self, name, namespace):
         return self._query("get_named_actor", name, namespace)
@@ -368,6 +378,9 @@ class WorkerCore(RuntimeCore):
 
     def resources_per_node(self, which):
         return self._query("resources_per_node", which)
+
+    def object_store_stats(self):
+        return self._query("object_store_stats")
 
     def context(self):
         task_id, task_name, actor_id = current_call.get()

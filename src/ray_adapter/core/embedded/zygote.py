@@ -171,12 +171,12 @@ class ForkedProcess:
 class Zygote:
     """The driver's handle on the template process."""
 
-    def __init__(self, env, stdout=None, stderr=None):
+    def __init__(self, env, stdout=None, stderr=None, cwd=None):
         parent, child = socket.socketpair()
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "ray_adapter.core.embedded.zygote", str(child.fileno())],
-                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                pass_fds=(child.fileno(),), env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout,
                 stderr=stderr, start_new_session=True, close_fds=True)
         except BaseException:
             parent.close()

@@ -21,6 +21,7 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.execution import (actor_method, apply_env, construct, intended_exit,
                                         task_failure)
+from ray_adapter.core.yuanrong.envs import setup_once
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
                                              current_group, current_shell, load_args, result_box, stream_items,
                                              stream_items_async, _forget_cancel)
@@ -85,7 +86,10 @@ class ActorShell:
             sizes[""] = max_concurrency or 1
             self._limits = {g: _Limiter(n) for g, n in sizes.items()} if groups else {}
         apply_env(env_vars)
+        hook_failure = setup_once(env_vars or {})  # runtime_env worker_process_setup_hook
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        if hook_failure is not None:
+            failed = Box(False, errors.EnvSetupFailed(hook_failure))
         self._args = (args, kwargs)
         if failed is not None:
             self.init_error = failed.value
@@ -113,8 +117,11 @@ class ActorShell:
 
     def _run_coroutine(self, coro):
         if self.loop is not None:
-            return asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
-                                                    self.loop).result()
+            value = asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
+                                                     self.loop).result()
+            if isinstance(value, _Exited):
+                raise value.exc
+            return value
         return asyncio.run(coro)
 
     def call(self, meta, packed_args, *deps):
@@ -178,7 +185,10 @@ class ActorShell:
             ctx = contextvars.copy_context()
             work = _guarded(semaphore, result, streaming, task_id, name, self.class_name, num_returns,
                             inspect.isgeneratorfunction(method))
-            return asyncio.run_coroutine_threadsafe(_in_context(ctx, work), self.loop).result()
+            value = asyncio.run_coroutine_threadsafe(_in_context(ctx, work), self.loop).result()
+            if isinstance(value, _Exited):
+                raise value.exc
+            return value
         if inspect.iscoroutine(result):  # an async method on a non-async actor
             result = asyncio.run(result)
         if streaming:
@@ -240,7 +250,20 @@ async def _semaphores(sizes):
     return {group: asyncio.Semaphore(n) for group, n in sizes.items()}
 
 
+class _Exited:
+    """An async method raised SystemExit (exit_actor(), sys.exit()): carried back to the
+    calling thread, since raised on the loop it would stop the actor's event loop itself."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
 async def _in_context(ctx, awaitable):
     for var, value in ctx.items():
         var.set(value)
-    return await awaitable
+    try:
+        return await awaitable
+    except SystemExit as exc:
+        return _Exited(exc)

@@ -11,6 +11,7 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo
 from ray_adapter.core.yuanrong import actor_shell, shell
+from ray_adapter.core.yuanrong.holders import contents
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -20,7 +21,7 @@ class _Actor:
     backend's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
 
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources", "call", "created", "options", "unfinished")
+                 "resources", "call", "created", "options", "unfinished", "arg_holds")
 
     def __init__(self, actor_id, proxy, info, detached, resources=None, options=None):
         self.resources = dict(resources or {})
@@ -37,6 +38,7 @@ class _Actor:
         self.dead = False
         self.death = None
         self.detached = detached
+        self.arg_holds = None  # what its packed constructor arguments hold, until it is dead
 
     def set_proxy(self, proxy):
         self.proxy = proxy
@@ -69,7 +71,7 @@ class ActorsMixin:
             self._actors[actor_id] = actor
         try:
             packed, dep_indexes, deps = self._pack_args(args, kwargs)
-            env = dict((options.runtime_env or {}).get("env_vars") or {})
+            env = self._env_vars(options.runtime_env)
             placement = options.scheduling
             in_group = placement is not None and placement.in_group
             groups = dict(options.concurrency_groups or {})
@@ -84,8 +86,11 @@ class ActorsMixin:
                 namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
                 retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
                 runtime_env=options.runtime_env, placement=placement)
+            actor.arg_holds = packed
             proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
         except BaseException:
+            self._release_now(actor.arg_holds)
+            actor.arg_holds = None
             with self._lock:
                 self._actors.pop(actor_id, None)
                 if options.name and self._names.get((namespace, options.name)) == actor_id:
@@ -127,15 +132,19 @@ class ActorsMixin:
         retry_on = options.retry_exceptions
         meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes, streaming,
                 options.concurrency_group or "", retry_on, retries if retry_on else 0, retries)
+        def invoke():
+            ref = actor.call.invoke(meta, packed, *deps)
+            self.release_after(ref, packed)  # what the arguments hold, once the call ended
+            return ref
+
         try:
             if streaming:
                 limit = options.generator_backpressure
-                return_ids = self._stream_returns(lambda: actor.call.invoke(meta, packed, *deps),
-                                                  task_id, limit, actor_id, options.name)
+                return_ids = self._stream_returns(invoke, task_id, limit, actor_id, options.name)
             else:
-                ref = actor.call.invoke(meta, packed, *deps)
-                return_ids = self._returns(ref, task_id, options.num_returns, actor_id, options.name)
+                return_ids = self._returns(invoke(), task_id, options.num_returns, actor_id, options.name)
         except Exception as exc:  # e.g. "this instance is terminated"
+            self._release_now(packed)
             return self._failed_returns(task_id, options.num_returns,
                                         actor.death or self._from_yr_error(exc, actor_id))
         if actor.options is not None and actor.options.max_pending_calls > 0 and return_ids:
@@ -153,6 +162,11 @@ class ActorsMixin:
 
         future.add_done_callback(done)
 
+    def _release_now(self, packed):
+        held = contents(packed)
+        if held is not None:
+            self._releases.put(self.release_contained, held)
+
     def _terminate(self, actor):
         try:
             actor.proxy.terminate(is_sync=True)
@@ -161,6 +175,8 @@ class ActorsMixin:
 
     def _mark_dead(self, actor, death):
         actor.dead = True
+        packed, actor.arg_holds = actor.arg_holds, None
+        self._release_now(packed)
         actor.death = death
         if self.local_mode:
             self._release(actor.resources)

@@ -29,6 +29,8 @@ from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
+from ray_adapter.core.yuanrong.envs import EnvsMixin
+from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
 from ray_adapter.core.yuanrong.resource_groups import ResourceGroupsMixin
 from ray_adapter.core.yuanrong.streams import StreamsMixin
@@ -51,7 +53,7 @@ def load_yr():
 
 
 class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMixin,
-                      RuntimeCore):
+                      HoldersMixin, EnvsMixin, RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
 
     Lifecycle and tasks live here; objects, actors and cluster state in the mixins of
@@ -93,7 +95,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self.num_cpus = float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))
         self.custom_resources = dict(options.resources or {})
         self.num_gpus = options.num_gpus  # local mode: declared GPUs are accounted (as Ray allows)
-        self.runtime_env = dict(options.runtime_env or {})
+        self._start_job_env(options.runtime_env)
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:
             with _stdout_to_stderr():  # yr's native init prints notices on stdout
@@ -117,8 +119,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         kwargs = {"ns": self.namespace, "log_to_driver": options.log_to_driver}
         if options.num_cpus is not None:
             kwargs["num_cpus"] = int(options.num_cpus)
-        if options.runtime_env:
-            kwargs["runtime_env"] = dict(options.runtime_env)
+        if self._config_env():
+            kwargs["runtime_env"] = self._config_env()
         if self.local_mode:
             kwargs["local_mode"] = True
             return yr.Config(**kwargs)
@@ -155,6 +157,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             stream.cancel()
         self._releases.close()
         self._close_groups(gone)
+        self._stop_job_env()
         for actor in actors:
             self._terminate(actor)
         if self._owns_yr:
@@ -220,7 +223,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             kwargs["get_if_exists"] = True
         if detached:
             kwargs["custom_extensions"] = {"lifecycle": "detached"}
-        env = dict((runtime_env or {}).get("env_vars") or {})
+        env = self._env_vars(runtime_env)
         if env:
             kwargs["env_vars"] = env
         return kwargs
@@ -236,7 +239,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             blob = self._blobs[function_key] = b"" if self.local_mode else serialization.dumps_plain(function)
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         task_id = self._ids.task()
-        env = dict((options.runtime_env or {}).get("env_vars") or {})
+        env = self._env_vars(options.runtime_env)
         retry_on = options.retry_exceptions
         placement = options.scheduling
         in_group = placement is not None and placement.in_group
@@ -252,9 +255,14 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
                                        placement=placement)
             runner = self._runners[shape] = self._runner.options(opts)
         if streaming:
-            return self._stream_returns(lambda: runner.invoke(function_key, blob, meta, packed, *deps),
-                                        task_id, options.generator_backpressure, name=options.name)
+            def invoke():
+                stream_ref = runner.invoke(function_key, blob, meta, packed, *deps)
+                self.release_after(stream_ref, packed)
+                return stream_ref
+
+            return self._stream_returns(invoke, task_id, options.generator_backpressure, name=options.name)
         ref = runner.invoke(function_key, blob, meta, packed, *deps)
+        self.release_after(ref, packed)  # what the arguments hold, once the task ended
         return_ids = self._returns(ref, task_id, options.num_returns, name=options.name)
         if self.local_mode and options.resources and not in_group:  # a bundle holds it already
             self._hold(options.resources)

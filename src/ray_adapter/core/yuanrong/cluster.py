@@ -11,7 +11,13 @@ from ray_adapter.core.yuanrong import shell
 
 
 class ClusterMixin:
-    """nodes(), cluster_resources(), available_resources(), context()."""
+    """nodes(), cluster_resources(), available_resources(), context(), store stats."""
+
+    def object_store_stats(self):
+        """Objects this driver's table keeps; yr does not report the bytes of its store."""
+        with self._lock:
+            count = len(self._objects)
+        return {"num_objects": count, "bytes_used": 0, "bytes_avail": 0}
 
     def _yr_nodes(self):
         """``yr.resources()`` as the core's node dicts; None where yr cannot list nodes."""

@@ -12,13 +12,14 @@ import time
 from ray_adapter.core import errors, ids
 from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong.holders import contents
 
 
 class _Obj:
     """An object id's yr ObjectRef (``index``: element of a multi-return) and its future;
     ``name``: the producing task's name (for the error of a cancel)."""
 
-    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name")
+    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name", "contained")
 
     def __init__(self, ref, index=None, actor_id=None, name=""):
         self.ref = ref
@@ -27,6 +28,7 @@ class _Obj:
         self.refs = 1
         self.actor_id = actor_id
         self.name = name
+        self.contained = None  # (refs, handles) its value holds (see .holders)
 
 
 def _repr(value):
@@ -74,7 +76,12 @@ class ObjectsMixin:
             raise
         except Exception as exc:  # noqa: BLE001 - as Ray: TypeError naming the value
             raise errors.Unserializable("put value", f"{type(exc).__name__}: {exc}", _repr(value)) from None
-        return self._new_id(self.yr.put(shell.Box(True, packed)))
+        oid = self._new_id(self.yr.put(shell.Box(True, packed)))
+        held = contents(packed)
+        if held is not None:
+            with self._lock:
+                self._objects[oid].contained = held
+        return oid
 
     def _obj(self, object_id):
         obj = self._objects.get(object_id)
@@ -183,6 +190,8 @@ class ObjectsMixin:
             obj.refs -= 1
             if obj.refs <= 0:
                 self._objects.pop(object_id, None)
+                if obj.contained is not None:
+                    self.release_contained(obj.contained)
 
     def object_escaped(self, object_id):
         with self._lock:
@@ -198,6 +207,8 @@ class ObjectsMixin:
         else:
             for i, oid in enumerate(return_ids):
                 self._new_id(ref, i, actor_id, oid, name)
+        if self.local_mode:
+            self.adopt_results(ref, return_ids)
         return return_ids if num_returns else []
 
     def _stream_returns(self, invoke, task_id, limit, actor_id=None, name=""):

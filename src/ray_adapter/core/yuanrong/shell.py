@@ -14,6 +14,7 @@ from ray_adapter import core
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.execution import apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
+from ray_adapter.core.yuanrong.envs import setup_once
 
 # (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
 current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", None, None, {}))
@@ -56,15 +57,19 @@ def load_args(packed_args, dep_indexes, deps):
 
 
 def _dumps(value):
-    """Serialize ``value``; refs and handles inside it escape this backend's tracking (they
-    may be read in another process): they are kept until shutdown."""
+    """Serialize ``value``. The refs and handles inside it are held by the value (local mode:
+    see :mod:`.holders`); on a cluster they escape this backend's tracking (the value may be
+    read in another process) and are kept until shutdown."""
     ser = serialization.dumps(value)
     if (ser.refs or ser.handles) and core.is_started():
         current = core.current()
-        for object_id in ser.refs:
-            current.object_escaped(object_id)
-        for actor_id in ser.handles:
-            current.actor_handle_escaped(actor_id)
+        if getattr(current, "local_mode", False):
+            current.hold_contained(ser.refs, ser.handles)
+        else:
+            for object_id in ser.refs:
+                current.object_escaped(object_id)
+            for actor_id in ser.handles:
+                current.actor_handle_escaped(actor_id)
     return ser
 
 
@@ -240,6 +245,9 @@ def _run_task(function, meta, packed_args, deps):
     args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
     if failed is not None:
         return failed
+    hook_failure = setup_once(env_vars or {})
+    if hook_failure is not None:
+        return Box(False, errors.EnvSetupFailed(hook_failure))
     token = current_call.set((task_id, name, None, None, resources))
     saved = apply_env(env_vars)
     try:

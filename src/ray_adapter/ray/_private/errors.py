@@ -174,4 +174,8 @@ def from_core_error(err):
         return ObjectFreedError(_hex(err.object_id))
     if isinstance(err, core_errors.NotInitialized):
         return RaySystemError(str(err))
+    if isinstance(err, core_errors.EnvSetupFailed):
+        from ray_adapter.ray.exceptions import RuntimeEnvSetupError
+
+        return RuntimeEnvSetupError(err.detail)
     return RaySystemError(repr(err))

@@ -232,7 +232,7 @@ def task_options(options, function_name, is_generator=False):
         max_retries=3 if max_retries is None else max_retries,
         max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
-        runtime_env=options.get("runtime_env"),
+        runtime_env=_task_env(options.get("runtime_env")),
         scheduling=static_placement(options, resources, function_name),
     )
 
@@ -271,7 +271,7 @@ def actor_options(options, cls, handle_meta, is_async):
         namespace=namespace,
         get_if_exists=bool(options.get("get_if_exists")),
         detached=lifetime == "detached",
-        runtime_env=options.get("runtime_env"),
+        runtime_env=_task_env(options.get("runtime_env")),
         handle_meta=handle_meta,
         concurrency_groups=dict(options.get("concurrency_groups") or {}),
         max_pending_calls=-1 if options.get("max_pending_calls") is None else options["max_pending_calls"],
@@ -283,8 +283,19 @@ def is_default_actor(options):
     """An actor naming no resource: 0 CPUs while alive, 1 CPU to be placed in a bundle (Ray)."""
     return options.get("num_cpus") is None and options.get("num_gpus") is None and not (
         options.get("resources") or options.get("memory"))
+
+
 def _or_default(value, default):
     return default if value is None else value
+
+
+def _task_env(runtime_env):
+    """A task's or actor's runtime_env as the core takes it (checked as Ray checks it)."""
+    if not runtime_env:
+        return None
+    from ray_adapter.ray._private.runtime_env.validation import for_task
+
+    return for_task(runtime_env)
 
 
 def is_async_class(cls):

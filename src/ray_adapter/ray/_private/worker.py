@@ -110,7 +110,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         opts = InitOptions(
             num_cpus=num_cpus, num_gpus=num_gpus, memory=kwargs.get("_memory"),
             object_store_memory=object_store_memory, resources=dict(resources or {}),
-            namespace=namespace, runtime_env=dict(runtime_env) if runtime_env else None,
+            namespace=namespace, runtime_env=_job_env(runtime_env),
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
             address=None if address in (None, "local", "auto") else address,
             labels=dict(labels or {}))
@@ -154,6 +154,13 @@ def _cluster_nodes(address, num_cpus, num_gpus):
 
         raise gaps.attribute_gap_error("ray.cluster_utils", "Cluster")
     return found
+
+
+def _job_env(runtime_env):
+    """``ray.init``'s runtime_env as the core takes it (checked and merged as Ray does)."""
+    from ray_adapter.ray._private.runtime_env.validation import for_job
+
+    return for_job(runtime_env)
 
 
 def _check_address(address):
@@ -212,7 +219,16 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     """
     if _is_generator(object_refs):
         return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
-    refs, single = _check_refs(object_refs)
+    try:
+        refs, single = _check_refs(object_refs)
+    except (TypeError, ValueError):
+        # Not ObjectRefs: a compiled graph's results (ray.dag), or a mistake to report.
+        from ray_adapter.ray.dag.compiled_dag_node import NOT_COMPILED, get_compiled_refs
+
+        values = get_compiled_refs(object_refs, timeout)
+        if values is NOT_COMPILED:
+            raise
+        return values
     if timeout is not None and timeout < 0:
         raise ValueError(f"'timeout' must be a non-negative number, got {timeout}.")
     core = _ensure_core()

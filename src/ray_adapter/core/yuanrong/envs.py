@@ -1,0 +1,104 @@
+"""Runtime envs on the yuanrong backend.
+
+Every task and actor runs in its env merged over the job's (:func:`merge`): ``env_vars`` are set
+around each call (yr local mode) or passed to yr (a cluster). The job's ``working_dir`` and
+``py_modules`` (local paths, checked by the proxy):
+
+- yr local mode: tasks are threads of the driver, so there is no process to start in a copy:
+  the paths are put first on the driver's ``sys.path`` (imports from them work; a ``.zip``
+  working_dir through zipimport) and the cwd stays the driver's; ``excludes`` change nothing
+  (no copy is made). The ``worker_process_setup_hook`` runs once, in the driver, at
+  ``ray.init`` (the one process the tasks run in).
+- a cluster: ``working_dir`` and ``env_vars`` go to ``yr.Config(runtime_env=...)``: the path
+  must be one the cluster's nodes can read (yr's own rule).
+
+Tasks and actors cannot name a working_dir or py_modules of their own here: that needs a
+package of this session (the embedded runtime's), which this backend does not make.
+"""
+import os
+import sys
+import threading
+
+from ray_adapter.core import errors
+from ray_adapter.core.runtime_env import SETUP_HOOK_ENV_VAR, merge, run_setup_hook
+
+_hooks_lock = threading.Lock()
+_hooks = {}  # setup hook key -> Future of its failure text (None: it ran), in this process
+
+
+def setup_once(env_vars):
+    """Run the setup hook ``env_vars`` names once per process: the first caller runs it
+    (outside the lock), the others wait for its outcome. Returns its failure text, or None."""
+    import concurrent.futures
+
+    key = env_vars.get(SETUP_HOOK_ENV_VAR)
+    if not key:
+        return None
+    with _hooks_lock:
+        future = _hooks.get(key)
+        first = future is None
+        if first:
+            future = _hooks[key] = concurrent.futures.Future()
+    if first:
+        try:
+            future.set_result(run_setup_hook(env_vars))
+        except BaseException as exc:  # SystemExit in the hook: the waiters learn of it too
+            future.set_result(f"the setup hook raised {exc!r}")
+            raise
+    return future.result()
+
+
+#: The fields of the job's env a cluster's yr.Config takes.
+YR_CONFIG_FIELDS = ("env_vars", "working_dir")
+
+
+class EnvsMixin:
+    """Runtime envs of a :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`."""
+
+    def _start_job_env(self, env):
+        """Local mode: the job env's paths on sys.path, its setup hook run here. Raises
+        EnvSetupFailed when the hook fails."""
+        self.runtime_env = dict(env or {})
+        self.runtime_env.pop("excludes", None)  # nothing is copied here; Ray drops it too
+        self._added_paths = []
+        if not self.local_mode:
+            return
+        paths = []
+        if self.runtime_env.get("working_dir"):
+            paths.append(self.runtime_env["working_dir"])
+        for module in self.runtime_env.get("py_modules") or ():  # `import name` finds it
+            paths.append(os.path.dirname(os.path.normpath(module)))
+        for path in reversed(paths):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+                self._added_paths.append(path)
+        failure = setup_once(self.runtime_env.get("env_vars") or {})
+        if failure is not None:
+            raise errors.EnvSetupFailed(failure)
+
+    def _stop_job_env(self):
+        """Take the job's paths off sys.path again (at shutdown)."""
+        for path in getattr(self, "_added_paths", ()):
+            try:
+                sys.path.remove(path)
+            except ValueError:
+                pass
+        self._added_paths = []
+
+    def _config_env(self):
+        """The part of the job's env yr's ``Config`` takes (None: nothing); in local mode only
+        env_vars (the paths are this process's business)."""
+        fields = YR_CONFIG_FIELDS[:1] if self.local_mode else YR_CONFIG_FIELDS
+        env = {k: self.runtime_env[k] for k in fields if self.runtime_env.get(k)}
+        return env or None
+
+    def _effective_env(self, requested):
+        """``requested`` over the job's env. Raises EnvSetupFailed for a package URI."""
+        if requested and (requested.get("working_dir") or requested.get("py_modules")):
+            raise errors.EnvSetupFailed(
+                "the yuanrong backend has no packages of this session: a task or actor cannot "
+                "name a working_dir or py_modules of its own (set them in ray.init)")
+        return merge(self.runtime_env, requested) if requested else self.runtime_env
+
+    def _env_vars(self, requested):
+        return dict(self._effective_env(requested).get("env_vars") or {})

@@ -1,0 +1,2 @@
+"""``ray._private.runtime_env``: what Ray's runtime-env internals expose that programs import
+(:mod:`.constants`), and the adapter's own checks of runtime envs (:mod:`.validation`)."""

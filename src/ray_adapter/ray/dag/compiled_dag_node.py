@@ -1,0 +1,220 @@
+"""``ray.dag.compiled_dag_node``: :class:`CompiledDAG`, what ``dag.experimental_compile()``
+gives (mirrors Ray's Compiled Graphs API).
+
+The graph is checked as Ray checks it (actor methods on actors that already exist, an
+InputNode) and then run by the classic executor at each :meth:`CompiledDAG.execute`: the same
+calls on the same actors, in the same order, so the answers are Ray's. What Ray adds on top,
+pre-allocated shared-memory channels between the actors for lower latency, is not there yet
+(see the compat matrix). Results come as :class:`CompiledDAGRef` s: ``ray.get`` (or
+``.get()``) once each, as in Ray; with ``enable_asyncio=True``, ``await
+dag.execute_async(...)`` gives a :class:`CompiledDAGFuture` to await.
+"""
+import asyncio
+import itertools
+
+_NO_INPUT = ("No InputNode found in the DAG: when traversing upwards, no upstream node was "
+             "found for {node}.")
+
+
+def build_compiled_dag(root, enable_asyncio=False):
+    """Check ``root``'s graph as Ray's compiler does; returns its :class:`CompiledDAG`."""
+    from ray_adapter.ray.dag.class_node import ClassMethodNode, ClassNode
+    from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
+    from ray_adapter.ray.dag.function_node import FunctionNode
+    from ray_adapter.ray.dag.input_node import InputAttributeNode, InputNode
+    from ray_adapter.ray.dag.output_node import MultiOutputNode
+
+    nodes, stack, seen = [], [root], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        stack.extend(node._children())
+    for node in nodes:  # Ray marks the graph's input before checking the rest
+        if isinstance(node, InputNode):
+            earlier = node.__dict__.setdefault("_compiled_root", root)
+            if earlier is not root:
+                raise ValueError("The DAG was compiled more than once. The following two nodes "
+                                 f"call `experimental_compile`: (1) {earlier}, (2) {root}")
+    has_input = False
+    for node in nodes:
+        if isinstance(node, FunctionNode):
+            raise NotImplementedError("Compiled DAGs currently only support actor method nodes")
+        if isinstance(node, ClassNode):
+            raise ValueError("Compiled DAGs can only bind methods to an actor that is already "
+                             "created with Actor.remote()")
+        if isinstance(node, ClassMethodNode) and isinstance(
+                node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY), ClassNode):
+            raise ValueError("Compiled DAGs can only bind methods to an actor that is already "
+                             "created with Actor.remote()")
+        if isinstance(node, (InputNode, InputAttributeNode)):
+            has_input = True
+        elif not isinstance(node, (ClassMethodNode, MultiOutputNode)):
+            raise NotImplementedError(f"Compiled DAGs do not support {type(node).__name__} nodes")
+    if not has_input:
+        raise ValueError(_NO_INPUT.format(node=root))
+    return CompiledDAG(root, enable_asyncio)
+
+
+class CompiledDAG:
+    """A checked actor graph, run once per :meth:`execute` (mirrors
+    ``ray.dag.compiled_dag_node.CompiledDAG``)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, root, enable_asyncio=False):
+        from ray_adapter.ray.dag.context import DAGContext
+        from ray_adapter.ray.dag.output_node import MultiOutputNode
+
+        self._get_timeout = DAGContext.get_current().get_timeout
+        self._root = root
+        self._multi = isinstance(root, MultiOutputNode)
+        self._enable_asyncio = enable_asyncio
+        self._executions = itertools.count()
+        self._dag_id = f"{next(self._ids):032x}"
+        self.is_teardown = False
+
+    def get_id(self):
+        return self._dag_id
+
+    def _check_open(self):
+        if self.is_teardown:
+            from ray_adapter.ray.exceptions import RayChannelError
+
+            raise RayChannelError("Channel closed.")
+
+    def execute(self, *args, **kwargs):
+        """Run the graph with this input; a CompiledDAGRef, or a list of them for a
+        MultiOutputNode. Raises ``RayChannelError`` after :meth:`teardown`; ``ValueError``
+        with ``enable_asyncio=True`` (use :meth:`execute_async`)."""
+        if self._enable_asyncio:
+            raise ValueError("Use execute_async if enable_asyncio=True")
+        self._check_open()
+        return self._wrap(self._root._run(args, kwargs), CompiledDAGRef)
+
+    async def execute_async(self, *args, **kwargs):
+        """``await dag.execute_async(x)``: a CompiledDAGFuture (a list of them for a
+        MultiOutputNode) to await for the result. Needs ``enable_asyncio=True``."""
+        if not self._enable_asyncio:
+            raise ValueError("Use execute if enable_asyncio=False")
+        self._check_open()
+        return self._wrap(self._root._run(args, kwargs), CompiledDAGFuture)
+
+    def _wrap(self, result, kind):
+        index = next(self._executions)
+        if self._multi:
+            return [kind(self, index, ref, channel) for channel, ref in enumerate(result)]
+        return kind(self, index, result, None)
+
+    def teardown(self, kill_actors=False):
+        """End this compiled graph: later executions raise ``RayChannelError``. With
+        ``kill_actors`` its actors are killed too."""
+        if self.is_teardown:
+            return
+        self.is_teardown = True
+        if kill_actors:
+            from ray_adapter.ray._private.worker import kill
+            from ray_adapter.ray.actor import ActorHandle
+            from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
+
+            stack, seen = [self._root], set()
+            while stack:
+                node = stack.pop()
+                parent = node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY)
+                if isinstance(parent, ActorHandle) and parent._ray_actor_id not in seen:
+                    seen.add(parent._ray_actor_id)
+                    kill(parent)
+                stack.extend(node._children())
+
+    def visualize(self, *args, **kwargs):
+        from ray_adapter import gaps
+
+        raise gaps.attribute_gap_error("ray.dag", "CompiledDAG.visualize")
+
+    def __repr__(self):
+        return f"CompiledDAG({self._dag_id})"
+
+
+class CompiledDAGRef:
+    """The result of one compiled execution (mirrors Ray's ``CompiledDAGRef``): ``ray.get``
+    or :meth:`get` it once; it cannot be copied, pickled or passed to a task."""
+
+    def __init__(self, dag, execution_index, ref, channel_index=None):
+        self._dag = dag
+        self._execution_index = execution_index
+        self._channel_index = channel_index
+        self._ref = ref
+        self._ray_get_called = False
+
+    def __str__(self):
+        return (f"CompiledDAGRef({self._dag.get_id()}, execution_index={self._execution_index}, "
+                f"channel_index={self._channel_index})")
+
+    __repr__ = __str__
+
+    def __copy__(self):
+        raise ValueError("CompiledDAGRef cannot be copied.")
+
+    def __deepcopy__(self, memo):
+        raise ValueError("CompiledDAGRef cannot be deep copied.")
+
+    def __reduce__(self):
+        raise ValueError("CompiledDAGRef cannot be pickled.")
+
+    def get(self, timeout=None):
+        """The result, waiting at most ``timeout`` seconds (None: ``DAGContext.get_timeout``
+        as the graph was compiled; -1: forever). Raises ``ValueError`` the second time,
+        ``RayChannelTimeoutError`` when the wait runs out, else what ``ray.get`` raises."""
+        from ray_adapter.ray._private.worker import get
+        from ray_adapter.ray.exceptions import GetTimeoutError, RayChannelTimeoutError
+
+        if self._ray_get_called:
+            raise ValueError("ray.get() can only be called once on a CompiledDAGRef, and it was "
+                             "already called.")
+        limit = self._dag._get_timeout if timeout is None else timeout
+        try:
+            value = get(self._ref, timeout=None if limit is not None and limit < 0 else limit)
+        except GetTimeoutError:
+            raise RayChannelTimeoutError(
+                "If the execution is expected to take a long time, increase "
+                f"RAY_CGRAPH_get_timeout which is currently {self._dag._get_timeout} seconds. "
+                "Otherwise, this may indicate that the execution is hanging.") from None
+        self._ray_get_called = True
+        self._ref = None
+        return value
+
+
+class CompiledDAGFuture:
+    """The awaitable result of one ``execute_async`` (mirrors Ray's ``CompiledDAGFuture``):
+    await it once."""
+
+    def __init__(self, dag, execution_index, ref, channel_index=None):
+        self._dag = dag
+        self._execution_index = execution_index
+        self._channel_index = channel_index
+        self._ref = ref
+
+    def __await__(self):
+        if self._ref is None:
+            raise ValueError("CompiledDAGFuture can only be awaited upon once, and it has "
+                             "already been awaited upon.")
+        ref, self._ref = self._ref, None
+        return asyncio.wrap_future(ref.future()).__await__()
+
+
+NOT_COMPILED = object()
+
+
+def get_compiled_refs(object_refs, timeout):
+    """``ray.get`` of a CompiledDAGRef or a list of them; :data:`NOT_COMPILED` when
+    ``object_refs`` holds none (the caller reports its own type error then)."""
+    if isinstance(object_refs, CompiledDAGRef):
+        return object_refs.get(timeout=timeout)
+    if isinstance(object_refs, list) and any(isinstance(r, CompiledDAGRef) for r in object_refs):
+        if not all(isinstance(r, CompiledDAGRef) for r in object_refs):
+            raise ValueError("Invalid type of object refs. 'object_refs' must be a list of "
+                             "CompiledDAGRefs if there is any CompiledDAGRef within it. ")
+        return [r.get(timeout=timeout) for r in object_refs]
+    return NOT_COMPILED

@@ -1,0 +1,7 @@
+"""``ray.dag.constants``: the keys DAG nodes use in their ``other_args_to_resolve``."""
+PARENT_CLASS_NODE_KEY = "parent_class_node"
+PREV_CLASS_METHOD_CALL_KEY = "prev_class_method_call"
+BIND_INDEX_KEY = "bind_index"
+IS_CLASS_METHOD_OUTPUT_KEY = "is_class_method_output"
+COLLECTIVE_OPERATION_KEY = "collective_operation"
+DAGNODE_TYPE_KEY = "__dag_node_type__"

@@ -1,0 +1,201 @@
+"""ray.dag with real workers on both backends: .bind() on functions, actor classes and
+methods, InputNode and its parts, MultiOutputNode, execute(), experimental_compile() (the
+differential program tests/programs/dags.py compares the same with real Ray)."""
+import asyncio
+import time
+
+import pytest
+
+pytestmark = pytest.mark.filterwarnings(r"ignore:DAGNode\.execute\(\) is deprecated")
+
+
+@pytest.fixture
+def dag(ray):
+    import ray_adapter.ray.dag as dag
+
+    return dag
+
+
+def test_function_graph_with_input_parts(ray, dag):
+    @ray.remote
+    def add(a, b):
+        return a + b
+
+    with dag.InputNode() as inp:
+        graph = add.bind(add.bind(inp[0], inp["k"]), {"not": "a node"}["not"] and 0)
+        parts = add.bind(inp.x, inp.y)
+    ref = graph.execute(1, k=2)
+    assert isinstance(ref, ray.ObjectRef) and ray.get(ref) == 3
+    assert ray.get(graph.execute(10, k=20)) == 30  # a graph runs again with new input
+
+    class P:
+        x, y = 4, 5
+
+    assert ray.get(parts.execute(P())) == 9
+    assert graph.get_args()[1] == 0 and isinstance(graph.get_args()[0], dag.FunctionNode)
+
+
+def test_nodes_nested_in_containers_and_shared_nodes_run_once(ray, dag):
+    @ray.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def bump(self, x):
+            self.n += 1
+            return x
+
+        def count(self):
+            return self.n
+
+    @ray.remote
+    def gather(d):
+        return sorted(ray.get(list(d.values())))
+
+    counter = Counter.remote()
+    with dag.InputNode() as inp:
+        shared = counter.bump.bind(inp)
+        graph = gather.bind({"a": shared, "b": shared})
+    assert ray.get(graph.execute(7), timeout=30) == [7, 7]
+    assert ray.get(counter.count.remote()) == 1
+
+
+def test_class_nodes_make_an_actor_per_execution_and_keep_bind_order(ray, dag):
+    @ray.remote
+    class Log:
+        def __init__(self):
+            self.items = []
+
+        def add(self, x):
+            self.items.append(x)
+            return list(self.items)
+
+    with dag.InputNode() as inp:
+        log = Log.bind()
+        first = log.add.bind(inp)
+        second = log.add.bind("after")
+        out = dag.MultiOutputNode([second, first])
+    assert ray.get(out.execute("x"), timeout=30) == [["x", "after"], ["x"]]
+    assert ray.get(out.execute("y"), timeout=30) == [["y", "after"], ["y"]]  # a new actor
+    assert isinstance(log, dag.ClassNode) and isinstance(first, dag.ClassMethodNode)
+    with pytest.raises(AttributeError):
+        log.no_such_method
+
+
+def test_long_chains_execute_without_deep_recursion(ray, dag):
+    @ray.remote
+    def inc(x):
+        return x + 1
+
+    with dag.InputNode() as inp:
+        node = inp
+        for _ in range(400):
+            node = inc.bind(node)
+    assert ray.get(node.execute(0), timeout=120) == 400
+
+
+def test_input_node_must_be_used_as_a_context_manager(ray, dag):
+    @ray.remote
+    def ident(x):
+        return x
+
+    with pytest.raises(ValueError, match="should not take any args"):
+        dag.InputNode(1)
+    with pytest.raises(AssertionError, match="context manager"):
+        ident.bind(dag.InputNode()).execute(1)
+
+
+def test_compiled_graph_runs_the_same_graph(ray, dag):
+    @ray.remote
+    class Stage:
+        def __init__(self, k):
+            self.k = k
+
+        def f(self, x):
+            return x * self.k
+
+        def slow(self, x):
+            time.sleep(2)
+            return x
+
+    a, b = Stage.remote(2), Stage.remote(3)
+    with dag.InputNode() as inp:
+        compiled = dag.MultiOutputNode([a.f.bind(inp), b.f.bind(a.f.bind(inp))]).experimental_compile()
+    refs = compiled.execute(5)
+    assert [type(r).__name__ for r in refs] == ["CompiledDAGRef"] * 2
+    assert ray.get(refs, timeout=30) == [10, 30]
+    with pytest.raises(ValueError, match="only be called once"):
+        ray.get(refs[0])
+    with pytest.raises(ValueError, match="must be a list of CompiledDAGRefs"):
+        ray.get([ray.put(1)] + compiled.execute(1))
+    compiled.teardown()
+    with pytest.raises(ray.exceptions.RayChannelError):
+        compiled.execute(1)
+
+    with dag.InputNode() as inp:
+        slow = a.slow.bind(inp).experimental_compile()
+    with pytest.raises(ray.exceptions.RayChannelTimeoutError, match="RAY_CGRAPH_get_timeout"):
+        slow.execute(1).get(timeout=0.1)
+    slow.teardown()
+
+
+def test_compiled_graph_async(ray, dag):
+    @ray.remote
+    class Echo:
+        def echo(self, x):
+            return x
+
+    e = Echo.remote()
+
+    async def run():
+        with dag.InputNode() as inp:
+            compiled = e.echo.bind(inp).experimental_compile(enable_asyncio=True)
+        with pytest.raises(ValueError, match="Use execute_async"):
+            compiled.execute(1)
+        fut = await compiled.execute_async("hi")
+        value = await fut
+        compiled.teardown()
+        return type(fut).__name__, value
+
+    assert asyncio.run(run()) == ("CompiledDAGFuture", "hi")
+
+
+def test_compile_refuses_what_ray_refuses(ray, dag):
+    @ray.remote
+    def f(x):
+        return x
+
+    @ray.remote
+    class A:
+        def m(self, x):
+            return x
+
+    with dag.InputNode() as inp:
+        fn_graph = f.bind(inp)
+    with pytest.raises(NotImplementedError, match="only support actor method nodes"):
+        fn_graph.experimental_compile()
+    with dag.InputNode() as inp:
+        created = A.bind().m.bind(inp)
+    with pytest.raises(ValueError, match="already created with Actor.remote"):
+        created.experimental_compile()
+    with pytest.raises(ValueError, match="No InputNode found"):
+        A.remote().m.bind(1).experimental_compile()
+    handle = A.remote()
+    with dag.InputNode() as inp:
+        one, two = handle.m.bind(inp), handle.m.bind(inp)
+    one.experimental_compile()
+    with pytest.raises(ValueError, match="compiled more than once"):
+        two.experimental_compile()
+
+
+def test_gaps_are_documented(ray, dag):
+    from ray_adapter import gaps
+
+    @ray.remote
+    def f():
+        return 1
+
+    with pytest.raises(gaps.RayAdapterGapError, match="ray.dag.plot"):
+        dag.plot
+    with pytest.raises(gaps.RayAdapterGapError, match="with_tensor_transport"):
+        f.bind().with_tensor_transport()

@@ -1,0 +1,56 @@
+"""Private Ray names workloads import at module top level: they import through the hook, and
+each works or raises the documented gap (ray._private.runtime_env.constants,
+ray.scripts.scripts.memory_summary)."""
+import numpy as np
+import pytest
+
+from ray_adapter import gaps
+
+from conftest import run_code
+
+
+def test_top_level_imports_work_through_the_hook():
+    out = run_code(
+        "from ray._private.runtime_env.constants import RAY_JOB_CONFIG_JSON_ENV_VAR\n"
+        "from ray.scripts.scripts import memory_summary\n"
+        "import ray.scripts.scripts as s, ray._private.runtime_env.constants as c\n"
+        "print(RAY_JOB_CONFIG_JSON_ENV_VAR, callable(memory_summary), s.__name__, c.RAY_RUNTIME_ENV_PLUGIN_MAX_PRIORITY)\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["RAY_JOB_CONFIG_JSON_ENV_VAR", "True", "ray_adapter.ray.scripts.scripts", "100"]
+
+
+def test_memory_summary_reports_the_object_store(ray):
+    from ray_adapter.ray.scripts.scripts import memory_summary
+
+    refs = [ray.put(np.zeros(1 << 20, dtype=np.uint8)) for _ in range(3)]
+    stats = memory_summary(stats_only=True)
+    assert stats.startswith("--- Aggregate object store stats across all nodes ---\nPlasma memory usage ")
+    count = int(stats.split(" MiB, ")[1].split(" objects")[0])
+    assert count >= 3
+    full = memory_summary()
+    assert "per-object table of `ray memory` is not provided" in full and full.endswith(stats)
+
+    @ray.remote
+    def inside():
+        return memory_summary(stats_only=True)
+
+    assert "objects" in ray.get(inside.remote(), timeout=30)
+    del refs
+
+
+def test_memory_summary_needs_a_running_runtime():
+    from ray_adapter.ray._private.core_access import started
+    from ray_adapter.ray.scripts.scripts import memory_summary
+
+    if started():
+        pytest.skip("a runtime is running in this process")
+    with pytest.raises(ConnectionError, match="Could not find any running Ray instance"):
+        memory_summary()
+
+
+def test_the_ray_cli_itself_is_a_documented_gap():
+    import ray_adapter.ray.scripts.scripts as scripts
+
+    with pytest.raises(gaps.RayAdapterGapError, match="ray.scripts.scripts.cli") as info:
+        scripts.cli
+    assert "compat_matrix/ray.scripts.scripts.toml" in str(info.value)
