@@ -156,3 +156,26 @@ def test_api_levels_match_rays_own_annotations():
     wrong = [(e.qualname, matrix.api_level(e), levels[m][n]) for m in modules
              for n, e in matrix.symbols(m).items() if n in levels[m] and levels[m][n] != matrix.api_level(e)]
     assert not wrong, f"run tools/update_matrix_api.py: {wrong}"
+
+
+def test_report_never_starts_a_runtime(monkeypatch, capsys):
+    """Classifying names (global_worker.node.node_ip_address...) must not evaluate proxy
+    properties: one of them starting the embedded runtime left a worker template behind
+    that wrote a BrokenPipeError when `report -v | head -1` closed the pipe."""
+    from ray_adapter import cli as cli_module
+    from ray_adapter import core
+
+    started = []
+
+    def refuse(*args, **kwargs):  # recorded: the classifier swallows what a lookup raises
+        started.append(args)
+        raise AssertionError("report started a runtime")
+
+    monkeypatch.setattr(core, "start", refuse)
+    monkeypatch.setattr("sys.argv", ["ray-adapter", "report", "-v"])
+    try:
+        cli_module.main()
+    except SystemExit as exc:
+        assert exc.code in (0, 2, None)
+    assert "API coverage" in capsys.readouterr().out
+    assert not started and not core.is_started()

@@ -19,6 +19,8 @@ Statuses are never hard-coded here: they come from the matrix (or the validator 
 import functools
 import importlib
 import importlib.util
+import inspect
+import types
 import warnings
 from dataclasses import dataclass
 
@@ -175,7 +177,13 @@ def _proxy_provides(dotted):
         return False
     for attr in rest:
         try:
-            target = getattr(target, attr)
+            if isinstance(target, types.ModuleType):
+                target = getattr(target, attr)  # a module's __getattr__ answers for its gaps
+            else:
+                # Never computed: a property may start the runtime (global_worker.node...).
+                target = inspect.getattr_static(target, attr)
+                if isinstance(target, property):
+                    return True  # it exists; what it returns is known only by running it
         except (AttributeError, gaps.RayAdapterGap):
             return False
         except Exception:  # noqa: BLE001 - a proxy attribute that fails to compute

@@ -97,7 +97,15 @@ def main(argv=None):
                 _child(fds[0], request, ctl, wake_r, wake_w)
             os.close(fds[0])
             children.add(pid)
-            _send(ctl, {"id": request["id"], "pid": pid})
+            _send_or_exit(ctl, {"id": request["id"], "pid": pid})
+
+
+def _send_or_exit(ctl, message):
+    """Send to the driver; if it is gone (its end closed), end quietly, as on EOF."""
+    try:
+        _send(ctl, message)
+    except OSError:
+        os._exit(0)
 
 
 def _poke(fd):
@@ -116,7 +124,7 @@ def _reap(ctl, children):
         if pid == 0:
             return
         children.discard(pid)
-        _send(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        _send_or_exit(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
 def _child(fd, request, ctl, wake_r, wake_w):
@@ -142,23 +150,54 @@ def _child(fd, request, ctl, wake_r, wake_w):
 
 # ====================================================================== the driver's side
 class ForkedProcess:
-    """A worker forked by the template: the ``Popen`` attributes the pool uses."""
+    """A worker forked by the template: the ``Popen`` attributes the pool uses.
+
+    Its exit code comes from the template (its parent), which reports each exit. A pidfd of
+    the process (Linux >= 5.3) answers whether it ended even if that report never comes (the
+    template stopped or lost it), so :meth:`wait` cannot hang on a dead worker."""
+
+    #: Seconds :meth:`wait` gives the template to report an exit the pidfd has seen.
+    REPORT_GRACE_S = 2.0
 
     def __init__(self, pid):
         self.pid = pid
         self.returncode = None
         self._exited = threading.Event()
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # older kernel, or it is gone already
+            self._pidfd = None
 
     def _set_exit(self, code):
         self.returncode = code
         self._exited.set()
 
+    def __del__(self):
+        # Closed only here: a wait() in another thread may be selecting on it (a number closed
+        # under it could be reused by an unrelated file).
+        fd, self._pidfd = getattr(self, "_pidfd", None), None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def poll(self):
         return self.returncode
 
     def wait(self, timeout=None):
-        if not self._exited.wait(timeout):
+        if self._exited.is_set():
+            return self.returncode
+        fd = self._pidfd
+        if fd is None:
+            if not self._exited.wait(timeout):
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            return self.returncode
+        ended, _, _ = select.select([fd], [], [], timeout)
+        if not ended:
             raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+        if not self._exited.wait(self.REPORT_GRACE_S):  # ended, but no report from the template
+            self._set_exit(-signal.SIGKILL)
         return self.returncode
 
     def kill(self):

@@ -16,6 +16,7 @@ differences are absorbed here (see ``shared/reference/yr_mapping.md``):
 
 Units: ``num_cpus`` -> ``cpu`` millicores, ``memory`` bytes -> MB, GPU/NPU -> ``GPU/.+/count``.
 """
+import atexit
 import concurrent.futures
 import math
 import os
@@ -39,6 +40,47 @@ from ray_adapter.core.yuanrong.streams import StreamsMixin
 ACCELERATOR_RESOURCES = {"GPU": "GPU/.+/count", "NPU": "NPU/.+/count"}
 #: yr's ``retry_times``/``recover_retry_times`` have no "forever"; Ray's -1 maps to this.
 FOREVER = 2 ** 31 - 1
+#: Seconds calls still running at interpreter exit are given to finish (see ``_at_exit``).
+EXIT_GRACE_S = 1.0
+
+
+class _ExitGrace:
+    """One exit hook per process for the started backend. It must run before
+    ``concurrent.futures`` marks thread pools shut down at interpreter exit (yr's local mode
+    hands queued calls to such a pool, which would then refuse them): hooks registered with
+    ``threading._register_atexit`` run in reverse order before that flag is set, and before the
+    ``atexit`` handlers (too late). Where that hook does not exist, ``atexit`` is used."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._backend = None
+        self._registered = False
+
+    def register(self, backend):
+        with self._lock:
+            self._backend = backend
+            if self._registered:
+                return
+            self._registered = True
+        hook = getattr(threading, "_register_atexit", None)
+        try:
+            (hook or atexit.register)(self._run)
+        except RuntimeError:  # the interpreter is already exiting
+            pass
+
+    def unregister(self, backend):
+        with self._lock:
+            if self._backend is backend:
+                self._backend = None
+
+    def _run(self):
+        with self._lock:
+            backend = self._backend
+        if backend is not None:
+            backend._at_exit()
+
+
+_exit_grace = _ExitGrace()
 
 
 def load_yr():
@@ -66,6 +108,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self.local_mode = local_mode
         self._lock = threading.RLock()
         self._objects = {}
+        self._dropped_running = {}  # object id -> yr future of a dropped, unfinished call
         self._actors = {}
         self._names = {}
         self._streams = {}  # task id -> streams.Stream of a streaming call
@@ -102,6 +145,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
         self._started = True
+        _exit_grace.register(self)
         address = self.address = "yr-local" if self.local_mode else self._server_address(options)
         return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
 
@@ -136,6 +180,19 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             kwargs["certificate_file_path"] = os.environ["YR_CERT_FILE"]
         return yr.Config(**kwargs)
 
+    def _at_exit(self):
+        """The interpreter is exiting: calls already submitted get up to ``EXIT_GRACE_S``
+        seconds to finish, so the output of a task fired just before the end reaches the
+        terminal, as with Ray's driver exit (the embedded runtime gives its workers the same
+        grace). Runs from :data:`_exit_grace`, before thread pools refuse new work."""
+        with self._lock:
+            if not self._started:
+                return
+            futures = [self._future(obj) for obj in self._objects.values()
+                       if obj.ref is not None and obj.index in (None, 0)]
+            futures += list(self._dropped_running.values())
+        concurrent.futures.wait([f for f in futures if not f.done()], timeout=EXIT_GRACE_S)
+
     def shutdown(self):
         with self._lock:
             if not self._started:
@@ -153,6 +210,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             self._actors.clear()
             self._names.clear()
             streams, self._streams = list(self._streams.values()), {}
+        _exit_grace.unregister(self)
         for stream in streams:  # a producer paused by backpressure stops
             stream.cancel()
         self._releases.close()

@@ -192,6 +192,17 @@ class ObjectsMixin:
                 self._objects.pop(object_id, None)
                 if obj.contained is not None:
                     self.release_contained(obj.contained)
+                if obj.ref is not None and obj.index in (None, 0):
+                    self._track_running(object_id, obj.ref)
+
+    def _track_running(self, object_id, ref):
+        """A call whose result nobody holds any more, still running: remembered until it ends,
+        so interpreter exit can give it its grace (``YuanrongBackend._at_exit``)."""
+        future = ref.get_future()
+        if future.done():
+            return
+        self._dropped_running[object_id] = future
+        future.add_done_callback(lambda _f: self._dropped_running.pop(object_id, None))
 
     def object_escaped(self, object_id):
         with self._lock:
