@@ -322,6 +322,18 @@ def test_task_retries_are_logged_as_ray_logs_them(tmp_path):
 
 
 @pytest.mark.embedded_only("the worker template process is the embedded runtime's")
+def test_the_template_ends_by_itself_at_shutdown(ray):
+    """The template exits when the driver closes its control socket; a close() that left the
+    socket open in the kernel (a reader thread blocked on it) made every shutdown wait 2 s and
+    then kill it."""
+    from ray_adapter import core
+
+    template = core.current().pool._zygote._proc
+    ray.shutdown()
+    assert template.returncode == 0, f"the template was killed ({template.returncode})"
+
+
+@pytest.mark.embedded_only("the worker template process is the embedded runtime's")
 def test_workers_are_forked_from_the_template_and_start_without_it(ray):
     import psutil
 

@@ -281,6 +281,12 @@ class Zygote:
     def close(self):
         """Stop the template (its workers are stopped by the pool)."""
         try:
+            # shutdown() first: a plain close() leaves the socket open in the kernel while the
+            # reader thread is blocked in recvmsg on it, so the template would never see EOF.
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
             self._sock.close()
         except OSError:
             pass
