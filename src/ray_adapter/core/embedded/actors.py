@@ -29,7 +29,7 @@ from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.scheduler import Demand
-from ray_adapter.core.embedded.tasks import assignment, device_env, notice_worker_died
+from ray_adapter.core.embedded.task_support import assignment, device_env, notice_worker_died
 
 
 def creation_task_id(actor_id):

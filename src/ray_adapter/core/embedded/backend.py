@@ -34,7 +34,8 @@ from ray_adapter.core.embedded.scheduler import Scheduler
 from ray_adapter.core.embedded.service import DriverService
 from ray_adapter.core.embedded.streams import StreamsMixin, StreamTable
 from ray_adapter.core.embedded.task_events import TaskEvents
-from ray_adapter.core.embedded.tasks import TaskManager, notice
+from ray_adapter.core.embedded.task_support import notice
+from ray_adapter.core.embedded.tasks import TaskManager
 from ray_adapter.core.embedded.timers import Timers
 from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, RuntimeCore

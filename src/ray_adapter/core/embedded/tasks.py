@@ -18,9 +18,7 @@ submissions) and the object table's callbacks.
 """
 import enum
 import os
-import pickle
 import signal
-import sys
 import threading
 
 from ray_adapter.core import errors, ids
@@ -28,6 +26,8 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.resources import to_units
 from ray_adapter.core.embedded.scheduler import Demand
+from ray_adapter.core.embedded.task_support import (_retry_blob, assignment, device_env,
+                                                    notice_worker_died, unschedulable_error)
 
 
 class TaskState(enum.Enum):
@@ -85,45 +85,6 @@ class TaskRecord:
         self.waiter = None
         self.retry_blob = self.shape.retry_blob
         self.streaming = options.generator == "streaming"
-
-
-def _retry_blob(spec):
-    if not spec:
-        return b""
-    if isinstance(spec, list):
-        spec = tuple(spec)
-    return pickle.dumps(spec)
-
-
-def assignment(grant, placement):
-    """The protocol.Assignment of a grant: its device ids and, in a group, its bundle."""
-    bundle = grant.bundle
-    if bundle is None and not grant.devices:
-        return None
-    return protocol.Assignment(
-        {k: list(v) for k, v in grant.devices.items()},
-        placement.group_id if bundle is not None else b"",
-        bundle.index if bundle is not None else -1,
-        bool(bundle is not None and placement.capture))
-
-
-def unschedulable_error(name, reason, group_id):
-    if reason == "group_removed":
-        return errors.PlacementGroupRemoved(group_id)
-    return errors.Unschedulable(name, errors.UnschedulableReason.NODE_AFFINITY)
-
-
-def device_env(devices):
-    """Device-visibility variables for granted device ids, unless the user asked Ray not to
-    set them (``RAY_EXPERIMENTAL_NOSET_*``)."""
-    env = {}
-    if not devices:
-        return env
-    if "GPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["GPU"])
-    if "NPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"):
-        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["NPU"])
-    return env
 
 
 class TaskManager:
@@ -420,20 +381,3 @@ class TaskManager:
     def clear(self):
         with self._lock:
             self._tasks.clear()
-
-
-def notice_worker_died(pid, exit_code):
-    """Ray's notice when a worker process dies unexpectedly (on stderr here: Ray's goes to
-    stdout at a timing-dependent place, which no program can rely on)."""
-    notice("A worker died or was killed while executing a task by an unexpected system error. "
-           f"Worker PID: {pid} Worker exit type: SYSTEM_ERROR Worker exit detail: the worker "
-           f"process exited unexpectedly with exit code {exit_code}.")
-
-
-def notice(text):
-    """A runtime notice on the driver's stderr, tagged as Ray tags its system notices."""
-    try:
-        sys.stderr.write(f"(raylet) {text}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass

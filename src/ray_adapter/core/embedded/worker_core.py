@@ -26,6 +26,7 @@ import threading
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.embedded.worker_queries import ClusterQueriesMixin
 from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
 
@@ -47,7 +48,7 @@ def _plain(value):
     return protocol.Payload(pickle.dumps(value, protocol=5))
 
 
-class WorkerCore(RuntimeCore):
+class WorkerCore(ClusterQueriesMixin, RuntimeCore):
     """The runtime core of a worker process."""
 
     backend_name = "embedded"
@@ -327,60 +328,6 @@ class WorkerCore(RuntimeCore):
             raise RuntimeError("exit_actor() is called outside an actor")
         self._worker.exit_actor_after_call = True
         raise SystemExit(0)
-
-    # -- cluster state -----------------------------------------------------------------------
-    def nodes(self):
-        return self._query("nodes")
-
-    def cluster_resources(self):
-        return self._query("cluster_resources")
-
-    def available_resources(self):
-        return self._query("available_resources")
-
-    # -- placement groups, state -------------------------------------------------------------
-    def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None):
-        return self._query("create_placement_group", bundles, strategy, name, lifetime,
-                           label_selectors, self._worker.actor_id)
-
-    def remove_placement_group(self, placement_group_id):
-        return self._query("remove_placement_group", placement_group_id)
-
-    def placement_group_table(self, placement_group_id):
-        return self._query("placement_group_table", placement_group_id)
-
-    def placement_group_ready(self, placement_group_id, value):
-        return self._own([self._query("placement_group_ready", placement_group_id, value)])[0]
-
-    def wait_placement_group(self, placement_group_id, timeout):
-        # The driver never blocks a worker's reader: wait on a ready() object here instead.
-        oid = self.placement_group_ready(placement_group_id, None)
-        try:
-            ready, _ = self.wait([oid], 1, timeout)
-            if not ready:
-                return False
-            try:
-                self.get([oid], 0)
-            except errors.CoreError:
-                return False
-            return True
-        finally:
-            self.remove_local_reference(oid)
-
-    def captured_placement_group(self):
-        a = self._worker.assignment
-        if a is not None and a.capture and a.group_id:
-            return a.group_id, a.bundle_index
-        return None
-
-    def state(self, kind):
-        return self._query("state", kind)
-
-    def resources_per_node(self, which):
-        return self._query("resources_per_node", which)
-
-    def object_store_stats(self):
-        return self._query("object_store_stats")
 
     def context(self):
         task_id, task_name, actor_id = current_call.get()

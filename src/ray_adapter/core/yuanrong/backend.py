@@ -16,7 +16,6 @@ differences are absorbed here (see ``shared/reference/yr_mapping.md``):
 
 Units: ``num_cpus`` -> ``cpu`` millicores, ``memory`` bytes -> MB, GPU/NPU -> ``GPU/.+/count``.
 """
-import atexit
 import concurrent.futures
 import math
 import os
@@ -31,6 +30,7 @@ from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.envs import EnvsMixin
+from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
 from ray_adapter.core.yuanrong.resource_groups import ResourceGroupsMixin
@@ -40,47 +40,6 @@ from ray_adapter.core.yuanrong.streams import StreamsMixin
 ACCELERATOR_RESOURCES = {"GPU": "GPU/.+/count", "NPU": "NPU/.+/count"}
 #: yr's ``retry_times``/``recover_retry_times`` have no "forever"; Ray's -1 maps to this.
 FOREVER = 2 ** 31 - 1
-#: Seconds calls still running at interpreter exit are given to finish (see ``_at_exit``).
-EXIT_GRACE_S = 1.0
-
-
-class _ExitGrace:
-    """One exit hook per process for the started backend. It must run before
-    ``concurrent.futures`` marks thread pools shut down at interpreter exit (yr's local mode
-    hands queued calls to such a pool, which would then refuse them): hooks registered with
-    ``threading._register_atexit`` run in reverse order before that flag is set, and before the
-    ``atexit`` handlers (too late). Where that hook does not exist, ``atexit`` is used."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._backend = None
-        self._registered = False
-
-    def register(self, backend):
-        with self._lock:
-            self._backend = backend
-            if self._registered:
-                return
-            self._registered = True
-        hook = getattr(threading, "_register_atexit", None)
-        try:
-            (hook or atexit.register)(self._run)
-        except RuntimeError:  # the interpreter is already exiting
-            pass
-
-    def unregister(self, backend):
-        with self._lock:
-            if self._backend is backend:
-                self._backend = None
-
-    def _run(self):
-        with self._lock:
-            backend = self._backend
-        if backend is not None:
-            backend._at_exit()
-
-
-_exit_grace = _ExitGrace()
 
 
 def load_yr():

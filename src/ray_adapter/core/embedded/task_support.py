@@ -1,0 +1,65 @@
+"""What the task manager and the actor manager share: device-visibility variables for a grant,
+the wire form of a grant's placement (``protocol.Assignment``), errors of work the scheduler can
+never place, and Ray's ``(raylet)`` notices on the driver's stderr. Stateless: safe anywhere."""
+import os
+import pickle
+import sys
+
+from ray_adapter.core import errors
+from ray_adapter.core.embedded import protocol
+
+
+def _retry_blob(spec):
+    if not spec:
+        return b""
+    if isinstance(spec, list):
+        spec = tuple(spec)
+    return pickle.dumps(spec)
+
+
+def assignment(grant, placement):
+    """The protocol.Assignment of a grant: its device ids and, in a group, its bundle."""
+    bundle = grant.bundle
+    if bundle is None and not grant.devices:
+        return None
+    return protocol.Assignment(
+        {k: list(v) for k, v in grant.devices.items()},
+        placement.group_id if bundle is not None else b"",
+        bundle.index if bundle is not None else -1,
+        bool(bundle is not None and placement.capture))
+
+
+def unschedulable_error(name, reason, group_id):
+    if reason == "group_removed":
+        return errors.PlacementGroupRemoved(group_id)
+    return errors.Unschedulable(name, errors.UnschedulableReason.NODE_AFFINITY)
+
+
+def device_env(devices):
+    """Device-visibility variables for granted device ids, unless the user asked Ray not to
+    set them (``RAY_EXPERIMENTAL_NOSET_*``)."""
+    env = {}
+    if not devices:
+        return env
+    if "GPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["GPU"])
+    if "NPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"):
+        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["NPU"])
+    return env
+
+
+def notice_worker_died(pid, exit_code):
+    """Ray's notice when a worker process dies unexpectedly (on stderr here: Ray's goes to
+    stdout at a timing-dependent place, which no program can rely on)."""
+    notice("A worker died or was killed while executing a task by an unexpected system error. "
+           f"Worker PID: {pid} Worker exit type: SYSTEM_ERROR Worker exit detail: the worker "
+           f"process exited unexpectedly with exit code {exit_code}.")
+
+
+def notice(text):
+    """A runtime notice on the driver's stderr, tagged as Ray tags its system notices."""
+    try:
+        sys.stderr.write(f"(raylet) {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
