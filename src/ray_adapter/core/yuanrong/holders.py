@@ -45,6 +45,17 @@ def _when_done(yr_future, callback):
     yr_future.add_done_callback(done)
 
 
+def _holds_anything(box, count):
+    """Whether a call's result Box has refs or handles pickled inside any of its values."""
+    if not getattr(box, "ok", False):
+        return False
+    values = (box.value,) if count == 1 else box.value
+    try:
+        return any(contents(packed) is not None for packed in values)
+    except TypeError:  # not the values of ``count`` returns: let _adopt decide
+        return True
+
+
 class HoldersMixin:
     """Holds of values on the refs and handles pickled inside them (local mode)."""
 
@@ -87,7 +98,11 @@ class HoldersMixin:
     def adopt_results(self, ref, return_ids):
         """Once the call ``ref`` has a result, its objects keep what the packed values hold
         (released now if the object is gone already)."""
-        _when_done(ref.get_future(), lambda box: self._releases.put(self._adopt, (return_ids, box)))
+        def done(box):
+            if _holds_anything(box, len(return_ids)):  # most results hold nothing: no hop
+                self._releases.put(self._adopt, (return_ids, box))
+
+        _when_done(ref.get_future(), done)
 
     def _adopt(self, item):
         return_ids, box = item
