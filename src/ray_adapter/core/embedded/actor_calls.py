@@ -153,11 +153,7 @@ class ActorCallsMixin:
         if call.deps or nested:
             rt.objects.release(call.deps, nested)
         self.scope.uncarry(call.carried)
-        n = len(call.return_ids)
-        if len(datas) < n:
-            datas = list(datas) + [datas[-1]] * (n - len(datas))
-        rt.adopt_contained(datas)
-        rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(call.return_ids, datas)])
+        rt.seal_results(call.return_ids, datas, is_error)
         if call.streaming:  # a cancelled stream drops what was not taken, as in Ray
             rt.streams.end(call.task_id, drop_untaken=is_error and (cancelled or call.cancel_requested))
 

@@ -188,6 +188,16 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
             if data.handles:
                 self.actors.scope.add_handles(data.handles)
 
+    def seal_results(self, return_ids, datas, is_error):
+        """Store a finished task's or call's results: ``datas`` has one value per return id
+        (one error, or too few values, fills the rest with its last); the handles inside are
+        adopted first."""
+        n = len(return_ids)
+        if len(datas) < n:
+            datas = list(datas) + [datas[-1]] * (n - len(datas))
+        self.adopt_contained(datas)
+        self.objects.seal_many([(oid, data, is_error) for oid, data in zip(return_ids, datas)])
+
     def warn_infeasible(self, name, request):
         key = tuple(sorted(request.items()))
         if key in self._warned_infeasible:

@@ -322,11 +322,7 @@ class TaskManager:
         if record.deps or nested:
             rt.objects.release(record.deps, nested)
         rt.actors.uncarry(record.carried)
-        n = len(record.return_ids)
-        if len(datas) < n:
-            datas = list(datas) + [datas[-1]] * (n - len(datas))
-        rt.adopt_contained(datas)
-        rt.objects.seal_many([(oid, data, is_error) for oid, data in zip(record.return_ids, datas)])
+        rt.seal_results(record.return_ids, datas, is_error)
         if record.streaming:
             rt.streams.end(record.task_id, drop_untaken=record.cancelled and is_error)
 
