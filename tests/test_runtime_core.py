@@ -353,3 +353,50 @@ def test_workers_are_forked_from_the_template_and_start_without_it(ray):
     actors = [A.remote() for _ in range(4)]  # more than the pool has idle: new ones start
     pids = ray.get([a.where.remote() for a in actors], timeout=60)
     assert any(psutil.Process(p).ppid() == os.getpid() for p, _, _ in pids)
+
+
+@pytest.mark.embedded_only("fate sharing and force-kill are the embedded runtime's")
+def test_tasks_of_a_dead_owner_are_cancelled_and_give_their_cpus_back(ray, tmp_path):
+    """As Ray: when the worker that submitted tasks dies, its unfinished tasks are cancelled
+    (they kept running and holding CPUs before)."""
+    marker = tmp_path / "owner.pid"
+
+    @ray.remote(num_cpus=1)
+    def child():
+        time.sleep(3)
+
+    @ray.remote(num_cpus=0, max_retries=0)
+    def owner(path):
+        refs = [child.remote() for _ in range(10)]
+        with open(path, "w") as fh:
+            fh.write(str(os.getpid()))
+        ray.get(refs)
+
+    ref = owner.remote(str(marker))
+    deadline = time.monotonic() + 60
+    while not marker.exists() or not marker.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(int(marker.read_text()), signal.SIGKILL)
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        ray.get(ref, timeout=60)
+    start = time.monotonic()
+    assert ray.get(ray.remote(num_cpus=2)(lambda: 1).remote(), timeout=60) == 1
+    # ten 3 s children on 2 CPUs would hold them ~15 s; cancelled, the CPUs are free at once
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.embedded_only("fate sharing and force-kill are the embedded runtime's")
+def test_force_cancel_ends_a_task_that_holds_the_gil(ray):
+    """A task looping in C code with the GIL held cannot end itself: force=True kills its
+    worker, as in Ray (the cancel was never carried out before)."""
+    @ray.remote(max_retries=0)
+    def hog():
+        return sum(range(10 ** 11))
+
+    ref = hog.remote()
+    time.sleep(1)
+    ray.cancel(ref, force=True)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(ref, timeout=30)
+    assert ray.get(ray.remote(num_cpus=2)(lambda: 2).remote(), timeout=30) == 2

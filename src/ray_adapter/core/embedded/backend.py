@@ -311,13 +311,15 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
-    def submit_serialized(self, key, args, deps, options, parent=None):
+    def submit_serialized(self, key, args, deps, options, parent=None, owner=None):
+        """``parent``: the runtime-env spec of the submitting worker; ``owner``: that worker
+        (its tasks are cancelled when its process dies, as Ray fate-shares them)."""
         # Refs pickled inside ``args`` (``args.refs``) are held with the top-level ones until
         # the task finishes: by then the worker that unpickled them has reported its borrow.
         env = self.envs.effective(options.runtime_env, parent)  # None: the job's
         if env is not options.runtime_env:
             options = dataclasses.replace(options, runtime_env=env)
-        return self.tasks.submit(key, args, deps, options, tuple(args.handles))
+        return self.tasks.submit(key, args, deps, options, tuple(args.handles), owner)
 
     def cancel(self, object_id, force, recursive):
         self._check_started()

@@ -16,7 +16,6 @@ channel (no I/O); object-table and scheduler calls, worker spawning and writes h
 is released. Called from user threads (submit, cancel), worker reader threads (results, nested
 submissions) and the object table's callbacks.
 """
-import enum
 import os
 import signal
 import threading
@@ -24,67 +23,14 @@ import threading
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import Dep, to_payload
-from ray_adapter.core.embedded.resources import to_units
 from ray_adapter.core.embedded.scheduler import Demand
-from ray_adapter.core.embedded.task_support import (_retry_blob, assignment, device_env,
-                                                    notice_worker_died, unschedulable_error)
+from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
+from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_worker_died,
+                                                    unschedulable_error)
 
 
-class TaskState(enum.Enum):
-    WAITING = "waiting"    # for its arguments
-    QUEUED = "queued"      # for resources
-    STARTING = "starting"  # granted; a worker is being found
-    RUNNING = "running"
-    FINISHED = "finished"
-
-
-class TaskShape:
-    """What a task's options mean to the runtime, worked out once per options object (remote
-    functions keep theirs): resource units, the scheduler's shape key, the amounts a worker
-    reports, the retry classes as the worker reads them, the env vars."""
-
-    __slots__ = ("units", "shape", "amounts", "retry_blob", "env")
-
-    def __init__(self, options):
-        self.units = {k: to_units(v) for k, v in options.resources.items() if v}
-        self.shape = tuple(sorted(self.units.items()))
-        self.amounts = {k: float(v) for k, v in options.resources.items() if v}
-        self.retry_blob = _retry_blob(options.retry_exceptions)
-        self.env = dict((options.runtime_env or {}).get("env_vars") or {})
-
-    @staticmethod
-    def of(options):
-        shape = getattr(options, "_embedded_shape", None)
-        if shape is None:
-            shape = TaskShape(options)
-            options._embedded_shape = shape
-        return shape
-
-
-class TaskRecord:
-    __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
-                 "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
-                 "waiter", "retry_blob", "shape", "streaming")
-
-    def __init__(self, task_id, key, args, deps, carried, options, return_ids):
-        self.task_id = task_id
-        self.key = key
-        self.args = args                # Serialized (top-level refs as ArgRef placeholders)
-        self.deps = deps                # ids of the top-level ref arguments, in order
-        self.carried = carried          # ids of actors whose handles travel in the arguments
-        self.options = options
-        self.return_ids = return_ids
-        self.retries_left = options.max_retries
-        self.shape = TaskShape.of(options)
-        self.units = self.shape.units
-        self.state = TaskState.WAITING
-        self.cancelled = False
-        self.demand = None
-        self.grant = None
-        self.worker = None
-        self.waiter = None
-        self.retry_blob = self.shape.retry_blob
-        self.streaming = options.generator == "streaming"
+#: Seconds a force-cancelled task's worker has to end itself before the driver kills it.
+FORCE_CANCEL_GRACE_S = 0.5
 
 
 class TaskManager:
@@ -92,17 +38,20 @@ class TaskManager:
         self.rt = rt                # the backend: objects, scheduler, pool, functions, actors
         self._lock = threading.Lock()
         self._tasks = {}
+        self._owned = {}            # owner worker -> ids of its unfinished tasks
 
     # -- submission --------------------------------------------------------------------------
-    def submit(self, key, args, deps, options, carried=()):
-        """Submit a task; returns its return ids (``[]`` for ``num_returns=0``). Raises
-        ObjectFreed for an argument ref whose object is gone."""
+    def submit(self, key, args, deps, options, carried=(), owner=None):
+        """Submit a task; returns its return ids (``[]`` for ``num_returns=0``). ``owner``: the
+        worker that submits it (None: the driver). Raises ObjectFreed for an argument ref whose
+        object is gone."""
         rt = self.rt
         task_id = rt.ids.task()
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
         record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
+        record.owner = owner
         if deps or args.refs:  # top-level and nested argument refs, until it finishes
             rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
@@ -113,6 +62,8 @@ class TaskManager:
         rt.actors.carry(carried)
         with self._lock:
             self._tasks[task_id] = record
+            if owner is not None:
+                self._owned.setdefault(owner, set()).add(task_id)
         if deps:
             record.waiter = rt.objects.when_ready(deps, lambda ok, r=record: self._deps_ready(r, ok))
         else:
@@ -260,8 +211,13 @@ class TaskManager:
             self._finish(record, datas, not message.ok)
 
     def on_worker_exit(self, worker):
-        """``worker``'s process is gone: retry its task or fail it."""
+        """``worker``'s process is gone: retry its task or fail it, and cancel the tasks it
+        submitted that have not finished (their owner is gone: Ray's fate sharing)."""
         rt = self.rt
+        with self._lock:
+            orphans = self._owned.pop(worker, ())
+        for task_id in orphans:
+            self.cancel(task_id, True)
         with self._lock:
             record = worker.task
             worker.task = None
@@ -314,6 +270,13 @@ class TaskManager:
 
     def _finish(self, record, datas, is_error):
         rt = self.rt
+        if record.owner is not None:
+            with self._lock:
+                owned = self._owned.get(record.owner)
+                if owned is not None:
+                    owned.discard(record.task_id)
+                    if not owned:
+                        del self._owned[record.owner]
         rt.events.finished(record.task_id, not is_error)
         nested = record.args.refs if record.args is not None else ()
         # Drop what the record holds now: its arguments (shared buffers among them) must not
@@ -347,6 +310,16 @@ class TaskManager:
                 self._finish_cancelled(record)
         elif state is TaskState.RUNNING:
             worker.flush()
+            if force:  # the worker ends itself; one that cannot (holding the GIL in C code,
+                # stopped) is killed by the driver after a grace period, as Ray kills it
+                self.rt.timers.call_later(FORCE_CANCEL_GRACE_S,
+                                          lambda: self._kill_if_running(worker, record))
+
+    def _kill_if_running(self, worker, record):
+        with self._lock:
+            still = worker.task is record and record.state is TaskState.RUNNING
+        if still:
+            worker.kill_group()  # its exit path finishes the task as cancelled
 
     # -- blocked workers ---------------------------------------------------------------------
     def block(self, worker):
@@ -377,3 +350,4 @@ class TaskManager:
     def clear(self):
         with self._lock:
             self._tasks.clear()
+            self._owned.clear()
