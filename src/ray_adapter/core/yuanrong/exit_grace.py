@@ -3,6 +3,7 @@
 process that runs early enough. Thread-safety: ``ExitGrace._lock`` (a leaf) guards which
 backend is current."""
 import atexit
+import concurrent.futures.thread  # noqa: F401 - registers its exit hook before ours (see register)
 import threading
 
 #: Seconds calls still running at interpreter exit are given to finish (see ``_at_exit``).
@@ -14,7 +15,9 @@ class ExitGrace:
     ``concurrent.futures`` marks thread pools shut down at interpreter exit (yr's local mode
     hands queued calls to such a pool, which would then refuse them): hooks registered with
     ``threading._register_atexit`` run in reverse order before that flag is set, and before the
-    ``atexit`` handlers (too late). Where that hook does not exist, ``atexit`` is used."""
+    ``atexit`` handlers (too late). ``concurrent.futures`` loads its thread pools lazily, so
+    this module imports them first: their hook is then registered before ours and runs after
+    it. Where that hook does not exist, ``atexit`` is used."""
 
     def __init__(self):
         self._lock = threading.Lock()
