@@ -352,6 +352,32 @@ def test_calls_made_while_the_actor_restarts_raise_actor_unavailable(ray, tmp_pa
     assert ray.get(p.ping.remote(), timeout=30) == "pong"  # with retries a call waits for it
 
 
+@pytest.mark.embedded_only("yr local mode runs actors in the driver's process: a constructor's os._exit ends the driver")
+def test_calls_made_before_the_first_constructor_crashed_wait_for_the_restart(ray, tmp_path):
+    marker = tmp_path / "inits"
+
+    class Flaky:
+        def __init__(self, path, crashes):
+            import os
+
+            with open(path, "a") as f:
+                f.write("x")
+            if len(open(path).read()) <= crashes:
+                os._exit(1)
+
+        def inits(self, path):
+            return len(open(path).read())
+
+    # Sent before any constructor finished, the call never started: as in Ray it waits
+    # through the restarts (with max_task_retries=0) instead of failing as in flight.
+    a = ray.remote(max_restarts=3)(Flaky).remote(str(marker), 2)
+    assert ray.get(a.inits.remote(str(marker)), timeout=60) == 3
+    # Restarts run out before a constructor succeeds: the call fails with the death.
+    b = ray.remote(max_restarts=1)(Flaky).remote(str(tmp_path / "b"), 5)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(b.inits.remote(str(tmp_path / "b")), timeout=60)
+
+
 def test_a_cancelled_call_sees_is_canceled(ray):
     @ray.remote(max_concurrency=2)
     class Loop:

@@ -9,7 +9,8 @@ Life of an actor (:class:`ActorState`)::
 Records are in :mod:`.actor_records`, method calls in :mod:`.actor_calls`, handle scope (when
 a non-detached actor ends) in :mod:`.actor_scope`; names here. A call in flight when the
 process dies is retried after the restart if ``max_task_retries`` allows, else it fails with
-ActorUnavailable (restarting) or ActorDied (dead), as in Ray.
+ActorUnavailable (restarting) or ActorDied (dead), as in Ray; calls sent behind a constructor
+that did not finish had not started and always wait for the restart.
 
 Thread-safety: ``ActorManager._lock`` guards every actor and call record, the name table and
 the ``actor`` field of worker handles. It is held for state changes and for queueing messages
@@ -212,6 +213,9 @@ class ActorManager(ActorCallsMixin):
                 if worker.exit_intended:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
                 elif actor.restarts_left != 0:
+                    # Calls sent behind a constructor that never finished never started
+                    # (Ray sends none before it has): all wait for the next incarnation.
+                    started = actor.state is ActorState.ALIVE
                     killed = actor.kill_restart
                     if actor.restarts_left > 0:
                         actor.restarts_left -= 1
@@ -221,7 +225,9 @@ class ActorManager(ActorCallsMixin):
                     unavailable = errors.ActorUnavailable(actor.actor_id, worker.pid, code, actor.kill_restart)
                     actor.kill_restart = False
                     for call in reversed(inflight):
-                        if call.retries_left != 0:
+                        if not started:
+                            actor.pending.appendleft(call)
+                        elif call.retries_left != 0:
                             if call.retries_left > 0:
                                 call.retries_left -= 1
                             actor.pending.appendleft(call)
