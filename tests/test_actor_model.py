@@ -73,7 +73,7 @@ def test_builtin_methods_and_ids(ray):
     assert ray.get(c.__ray_ready__.remote()) is True
     assert ray.get(c.__ray_call__.remote(lambda self, k: (type(self).__name__, self.n + k), 10)) == ("Counter", 15)
     assert len(c._actor_id.hex()) == 32 and c._actor_id.hex() in repr(c)
-    assert sorted(dir(c)) == ["__ray_call__", "__ray_ready__", "inc"]
+    assert sorted(dir(c)) == ["__init__", "__ray_call__", "__ray_ready__", "__ray_terminate__", "inc"]
 
     @ray.remote
     def via_task(handle):

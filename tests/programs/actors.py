@@ -226,4 +226,39 @@ pool2 = ActorPool([RemotePlain.remote(i) for i in range(1, 3)])
 show("ActorPool.map_unordered sorted",
      sorted(r % 10 for r in pool2.map_unordered(lambda actor, v: actor.scale.remote(v), [0, 1, 2, 3])))
 
+
+# --- ending an actor from inside: exit_actor() and __ray_terminate__ --------------------
+@ray.remote
+class Ending:
+    def __init__(self):
+        self.n = 0
+
+    def slow(self):
+        time.sleep(0.3)
+        self.n += 1
+        return self.n
+
+    def quit(self):
+        ray.actor.exit_actor()
+
+
+def outcome(ref):
+    try:
+        return ray.get(ref, timeout=30)
+    except Exception as e:
+        return type(e).__name__
+
+
+e = Ending.remote()
+first, quit_ref = e.slow.remote(), e.quit.remote()
+show("call queued before exit_actor", outcome(first))
+show("the exit_actor call", outcome(quit_ref))
+show("a call after exit_actor", outcome(e.slow.remote()))
+show("__ray_terminate__ on the class", "__ray_terminate__" in dir(Ending))
+t = Ending.remote()
+first, term = t.slow.remote(), t.__ray_terminate__.remote()
+show("call queued before __ray_terminate__", outcome(first))
+show("__ray_terminate__ call", outcome(term))
+show("a call after __ray_terminate__", outcome(t.slow.remote()))
+
 ray.shutdown()

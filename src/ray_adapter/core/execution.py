@@ -157,13 +157,20 @@ def _ray_call(self, fn, *args, **kwargs):
     return fn(self, *args, **kwargs)
 
 
+def _ray_terminate(self):
+    from ray_adapter import core
+
+    core.current().exit_current_actor()
+
+
 #: Methods every actor has, as Ray adds them to the actor's class, unless the class defines them.
-BUILTIN_METHODS = {"__ray_ready__": _ray_ready, "__ray_call__": _ray_call}
+BUILTIN_METHODS = {"__ray_ready__": _ray_ready, "__ray_call__": _ray_call,
+                   "__ray_terminate__": _ray_terminate}
 
 
 def actor_method(instance, name):
-    """The bound method ``name`` of an actor instance (``__ray_ready__`` and ``__ray_call__``
-    exist on every actor); raises AttributeError as ``getattr`` does."""
+    """The bound method ``name`` of an actor instance (``__ray_ready__``, ``__ray_call__`` and
+    ``__ray_terminate__`` exist on every actor); raises AttributeError as ``getattr`` does."""
     try:
         return getattr(instance, name)
     except AttributeError:

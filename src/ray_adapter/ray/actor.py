@@ -350,9 +350,10 @@ class ActorHandle:
         return ActorMethod(self, name, methods[name])
 
     def __dir__(self):
-        """The actor's method names (what Ray lists; frameworks walk it to bind methods)."""
+        """The actor's method names and ``__init__``, as Ray lists them (frameworks walk it to
+        bind methods)."""
         methods = self._ray_meta["methods"]
-        return sorted(methods) if methods is not None else sorted(super().__dir__())
+        return sorted({"__init__", *methods}) if methods is not None else sorted(super().__dir__())
 
     def __reduce__(self):
         # Inside a value the runtime serializes, the runtime learns of it with the value;

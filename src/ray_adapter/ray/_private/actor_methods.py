@@ -2,11 +2,12 @@
 table a handle carries, and the core options of one method call.
 
 As Ray does, ``ray.remote(Cls)`` works on a *modified class*: a subclass of ``Cls`` with
-``__ray_actor_class__`` (the user's class), ``__ray_ready__`` and ``__ray_call__``; the actor
+``__ray_actor_class__`` (the user's class), ``__ray_ready__``, ``__ray_call__`` and
+``__ray_terminate__``; the actor
 class object derives from both :class:`~ray_adapter.ray.actor.ActorClass` and it, so
 ``isinstance``, ``dir``, class attributes and the user's decorator metadata are visible on it.
 The worker still builds an instance of the user's own class (``type(self)`` is ``Cls`` there,
-as in Ray); every actor answers ``__ray_ready__`` and ``__ray_call__``.
+as in Ray); every actor answers ``__ray_ready__``, ``__ray_call__`` and ``__ray_terminate__``.
 """
 import inspect
 
@@ -23,7 +24,7 @@ RAY_METHOD_ATTRS = {
     "enable_task_events": "__ray_enable_task_events__", "tensor_transport": "__ray_tensor_transport__",
 }
 #: Methods every actor answers besides its class's own (dunders otherwise are not methods).
-BUILTIN_METHODS = ("__ray_ready__", "__ray_call__")
+BUILTIN_METHODS = ("__ray_ready__", "__ray_call__", "__ray_terminate__")
 
 
 _MODIFIED = {}
@@ -51,6 +52,13 @@ def _modify_class(cls):
         def __ray_call__(self, fn, *args, **kwargs):
             """Run ``fn(self, *args, **kwargs)`` on the actor; returns its result."""
             return fn(self, *args, **kwargs)
+
+        def __ray_terminate__(self):
+            """End the actor after the calls queued before this one (``exit_actor()``); the
+            call's own result raises ActorDiedError, as every later call does."""
+            from ray_adapter.ray.actor import exit_actor
+
+            exit_actor()
 
     Class.__module__ = cls.__module__
     return Class
