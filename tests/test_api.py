@@ -355,6 +355,43 @@ def test_invalid_and_unsupported_options(ray):
         ray.remote(num_returns="streaming")(f)
 
 
+def test_argument_forms_and_values_checked_as_ray(ray):
+    """Each case was run under Ray 2.60; the adapter answers the same."""
+    @ray.remote
+    def f():
+        return 1
+
+    ref = f.remote()
+    with pytest.raises(ValueError, match="Invalid type of object refs, <class 'tuple'>"):
+        ray.get((ref, ref))
+    with pytest.raises(TypeError, match="got <class 'tuple'>"):
+        ray.wait((ref,))
+    assert ray.get(ref, timeout=-1) == 1  # a negative timeout waits, as Ray's does
+    with pytest.raises(TypeError, match="The type of keyword 'retry_exceptions' must be"):
+        f.options(retry_exceptions="yes")
+    with pytest.raises(ValueError, match="The quantity of resource num_cpus cannot be negative"):
+        f.options(num_cpus=-1)
+    with pytest.raises(ValueError, match="precision of the fractional quantity of resource num_gpus"):
+        f.options(num_gpus=0.00001)
+    with pytest.raises(ValueError, match="quantity of resource pears cannot be negative"):
+        f.options(resources={"pears": -1})
+
+    @ray.remote(max_concurrency=0)  # accepted by Ray: one call at a time
+    class Sync:
+        def m(self):
+            return 2
+
+    assert ray.get(Sync.remote().m.remote(), timeout=30) == 2
+
+    @ray.remote(max_concurrency=0)  # Ray's calls would hang for ever: said at creation
+    class Async:
+        async def m(self):
+            return 2
+
+    with pytest.raises(ValueError, match="max_concurrency=0 on the async actor Async"):
+        Async.remote()
+
+
 def test_runtime_env_vars_reach_the_worker(ray):
     @ray.remote(runtime_env={"env_vars": {"ADAPTER_TEST_VAR": "yes"}})
     def read():

@@ -89,6 +89,7 @@ _TYPES = {
     "_generator_backpressure_num_objects": (int, _NONE),
     "_actor_generator_backpressure_num_objects": (int, _NONE),
     "_num_objects_per_yield": (int, _NONE), "concurrency_group": (str, _NONE),
+    "retry_exceptions": (bool, list, tuple),
 }
 
 
@@ -121,6 +122,8 @@ def _check_value(key, value):
     if key == "concurrency_groups":
         check_concurrency_groups(value)
         return
+    if key in _QUANTITIES and _is_number(value):
+        _check_quantity(key, value)
     if key in _AMOUNTS and (not _is_number(value) or value < 0):
         raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive number, got {value!r}.")
     if key in _RETRY_COUNTS and (type(value) is not int or value < -1):
@@ -139,7 +142,10 @@ def _check_value(key, value):
             raise TypeError(f"The keyword 'resources' only accepts a dict, got {type(value).__name__}.")
         for name, amount in value.items():
             if name in ("CPU", "GPU"):
-                raise ValueError(f"Use the 'num_cpus' and 'num_gpus' keyword instead of 'resources' for {name!r}.")
+                raise ValueError("Use the 'num_cpus' and 'num_gpus' keyword instead of 'CPU' and "
+                                 "'GPU' in 'resources' keyword")
+            if isinstance(name, str) and _is_number(amount):
+                _check_quantity(name, amount)
             if not isinstance(name, str) or not _is_number(amount) or amount < 0:
                 raise ValueError(f"Resource quantities must be non-negative numbers, got {name!r}: {amount!r}.")
     if key in _PLACEMENT_KEYS:
@@ -153,6 +159,18 @@ def _check_value(key, value):
         if env_vars is not None and not (isinstance(env_vars, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items())):
             raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str]")
+
+
+_QUANTITIES = ("num_cpus", "num_gpus", "memory")
+
+
+def _check_quantity(name, amount):
+    """A resource amount as Ray checks it: not negative, at most 4 decimal places."""
+    if amount < 0:
+        raise ValueError(f"The quantity of resource {name} cannot be negative")
+    if isinstance(amount, float) and amount != 0.0 and int(amount * 10000) == 0:
+        raise ValueError(f"The precision of the fractional quantity of resource {name} cannot "
+                         "go beyond 0.0001")
 
 
 _PLACEMENT_KEYS = frozenset(("scheduling_strategy", "placement_group", "placement_group_bundle_index",
@@ -251,8 +269,11 @@ def actor_options(options, cls, handle_meta, is_async):
     if options.get("get_if_exists") and not name:
         raise ValueError("The actor name must be specified to use `get_if_exists`.")
     max_concurrency = options.get("max_concurrency")
-    if max_concurrency is not None and max_concurrency < 1:
-        raise ValueError("max_concurrency must be >= 1")
+    if max_concurrency == 0:  # Ray accepts 0: a threaded actor then runs one call at a time
+        if is_async:  # and an async one never runs any (its calls hang): said instead
+            raise ValueError(f"max_concurrency=0 on the async actor {cls.__name__} would never "
+                             "run a call (Ray's hang forever); use None or a positive number.")
+        max_concurrency = 1
     # Ray: an actor that names no resource holds no CPU while alive; one that names any
     # resource (other than memory) and not num_cpus holds 1 CPU for its lifetime.
     names_resources = options.get("num_gpus") is not None or bool(options.get("resources"))

@@ -197,7 +197,7 @@ def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
 def _check_refs(object_refs):
     if isinstance(object_refs, ObjectRef):
         return [object_refs], True
-    if isinstance(object_refs, (list, tuple)):
+    if isinstance(object_refs, list):
         for ref in object_refs:
             if not isinstance(ref, ObjectRef):
                 raise TypeError(
@@ -211,7 +211,8 @@ def _check_refs(object_refs):
 def get(object_refs, *, timeout=None, _use_object_store=False):
     """Values of one ObjectRef or a list of them (mirrors ``ray.get``).
 
-    ``timeout`` in seconds (None: wait forever; 0: do not wait). Raises
+    ``object_refs``: an ObjectRef or a list of them (a tuple raises ValueError, as in Ray).
+    ``timeout`` in seconds (None or negative: wait forever; 0: do not wait). Raises
     ``GetTimeoutError`` (also a ``TimeoutError``) when not ready in time, the task's
     ``RayTaskError`` (also an instance of the user's exception class) when it raised,
     ``RayActorError``/``ActorDiedError`` for a dead actor, ``TaskCancelledError``,
@@ -230,7 +231,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
             raise
         return values
     if timeout is not None and timeout < 0:
-        raise ValueError(f"'timeout' must be a non-negative number, got {timeout}.")
+        timeout = None  # as Ray: a negative timeout waits for ever
     core = _ensure_core()
     with translated:
         values = core.get([r._id for r in refs], timeout)
@@ -261,7 +262,7 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         raise TypeError(
             "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
             f"ray.ObjectRef or ray.ObjectRefGenerator {ray_waitables!r}")
-    if not isinstance(ray_waitables, (list, tuple)):
+    if not isinstance(ray_waitables, list):
         raise TypeError(
             "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got "
             f"{type(ray_waitables)}")
