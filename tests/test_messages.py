@@ -84,6 +84,30 @@ def _embedded(code):
     return run_code(textwrap.dedent(code), env={"RAY_ADAPTER_RUNTIME": "embedded"}, timeout=120)
 
 
+def test_lines_of_concurrent_workers_never_interleave_even_unbuffered():
+    result = run_code(textwrap.dedent("""
+        import ray, sys
+        ray.init(num_cpus=2)
+        @ray.remote
+        class Talker:
+            def talk(self, tag):
+                for i in range(300):
+                    print(tag * 40, i)
+                print("last", tag, end="")  # no newline: shown as a line of its own
+        a, b = Talker.remote(), Talker.remote()
+        ray.get([a.talk.remote("a"), b.talk.remote("b")])
+        ray.shutdown()
+    """), env={"RAY_ADAPTER_RUNTIME": "embedded", "PYTHONUNBUFFERED": "1"}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 602
+    for line in lines:  # each whole: "(Talker pid=N) aaaa... i" or "(Talker pid=N) last a"
+        prefix, _, text = line.partition(") ")
+        assert prefix.startswith("(Talker pid=") and prefix[12:].isdigit(), line
+        assert text in ("last a", "last b") or (
+            text[:40] in ("a" * 40, "b" * 40) and text[41:].isdigit()), line
+
+
 def test_a_dead_worker_gets_rays_raylet_notice():
     result = _embedded("""
         import os, ray

@@ -290,35 +290,64 @@ async def _loop_primitives(sizes):
 
 class PrefixWriter:
     """Prefixes each line written to stdout/stderr with ``(name pid=N)``, as Ray's log
-    forwarding does, and writes straight to the driver's inherited stream."""
+    forwarding does, and writes straight to the driver's inherited stream. Only whole lines
+    are written (one write each batch; a partial line waits for its end or :meth:`flush`), so
+    lines of several workers never interleave, even with unbuffered streams
+    (``PYTHONUNBUFFERED``)."""
 
     def __init__(self, stream, worker):
         self._stream = stream
         self._worker = worker
         self._at_line_start = True
+        self._partial = ""
+        self._partial_prefix = ""
         self._lock = threading.Lock()
+
+    def _prefix(self):
+        w = self._worker
+        name = w.actor_log_name or w.actor_class_name or current_call.get()[1]
+        # Outside any task (a setup hook at start), Ray tags lines with the pid alone.
+        return f"({name} pid={os.getpid()}) " if name else f"(pid={os.getpid()}) "
 
     def write(self, text):
         if not text:
             return 0
-        w = self._worker
-        name = w.actor_log_name or w.actor_class_name or current_call.get()[1]
-        # Outside any task (a setup hook at start), Ray tags lines with the pid alone.
-        prefix = f"({name} pid={os.getpid()}) " if name else f"(pid={os.getpid()}) "
         with self._lock:
-            out = []
-            for piece in text.splitlines(keepends=True):
-                if self._at_line_start:
-                    out.append(prefix)
-                out.append(piece)
-                self._at_line_start = piece.endswith("\n")
-            try:
-                self._stream.write("".join(out))
-                if "\n" in text:
-                    self._stream.flush()
-            except (OSError, ValueError):  # the driver's stdout is gone (e.g. `| head`)
-                pass
+            if not self._partial:
+                self._partial_prefix = self._prefix()  # the line's owner: who began it
+            data = self._partial + text
+            cut = data.rfind("\n") + 1
+            self._partial = data[cut:]
+            if cut:
+                prefix = self._partial_prefix
+                if self._partial:
+                    self._partial_prefix = self._prefix()
+                out = []
+                for line in data[:cut - 1].split("\n"):
+                    if self._at_line_start:
+                        out.append(prefix)
+                    out.append(line)
+                    out.append("\n")
+                    self._at_line_start = True
+                self._emit("".join(out))
         return len(text)
+
+    def _emit(self, text):
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # the driver's stdout is gone (e.g. `| head`)
+            pass
+
+    def finish_line(self):
+        """Write a pending partial line as a line of its own (the work ended: Ray's log
+        forwarding shows a last line without its newline the same way)."""
+        with self._lock:
+            if self._partial:
+                text = (self._partial_prefix if self._at_line_start else "") + self._partial + "\n"
+                self._partial = ""
+                self._at_line_start = True
+                self._emit(text)
 
     def flush(self):
         try:

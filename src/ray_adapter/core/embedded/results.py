@@ -95,8 +95,12 @@ def should_retry(exc, blob):
 
 
 def flush_std():
+    """Flush stdout and stderr, a pending partial line of output included (the work ended)."""
     for stream in (sys.stdout, sys.stderr):
         try:
+            finish = getattr(stream, "finish_line", None)
+            if finish is not None:
+                finish()
             stream.flush()
         except Exception:
             pass
