@@ -133,6 +133,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         return {
             protocol.Hello: lambda w, m, b: None,
             protocol.TaskDone: self._on_done,
+            protocol.Released: self.tasks.on_released,
             protocol.StreamItem: self._on_stream_item,
             protocol.ActorReady: lambda w, m, b: a.on_ready(w, m),
             protocol.ActorFailed: a.on_failed,

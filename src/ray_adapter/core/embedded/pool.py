@@ -47,7 +47,7 @@ class WorkerState(enum.Enum):
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
-                 "__weakref__")
+                 "next", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -67,6 +67,7 @@ class WorkerHandle:
         if arena is not None:
             channel.codec = DriverCodec(arena, self.pins)
         self.spec = spec            # the runtime_envs.WorkerSpec it was started with
+        self.next = None            # the task sent behind the running one (task_pipeline)
 
     @property
     def alive(self):

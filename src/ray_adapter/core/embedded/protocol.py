@@ -14,8 +14,8 @@ Data flow::
     driver                                              worker
       Init, Function, RunTask, CreateActor,   ------>   (reader thread -> executor)
       CallActor, Cancel, Reply, GetReply,
-      StreamAck, Exit
-      (reader thread per worker)              <------   Hello, TaskDone, StreamItem, ActorReady,
+      StreamAck, Exit, Release
+      (reader thread per worker)              <------   Hello, TaskDone, Released, StreamItem, ActorReady,
                                                         ActorFailed, ActorExiting, RefUpdate,
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
@@ -26,6 +26,10 @@ value, in order (an exception the generator raises is its last item, not ok), th
 :class:`TaskDone`, which ends the stream and seals the call's completion object. With
 ``backpressure`` > 0 the worker pauses the generator while that many items are unconsumed;
 the driver reports consumption with :class:`StreamAck`.
+
+Pipelined tasks: the driver may send a task worker its next :class:`RunTask` while one runs
+(both under the same lease); the worker runs them in order. A :class:`Cancel` of one still
+queued there is answered at once (its TaskDone, cancelled); :class:`Release` takes one back.
 """
 from typing import Dict, List, Optional, Union
 
@@ -33,7 +37,7 @@ import msgspec
 
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 3
+VERSION = 4
 
 
 class Payload(msgspec.Struct, array_like=True):
@@ -172,8 +176,16 @@ class Exit(_Msg):
     pass
 
 
+class Release(_Msg):
+    """Give back task ``task_id``, queued behind the running one (its task blocked): if it has
+    not started, the worker drops it and answers :class:`Released`; else nothing (its TaskDone
+    follows)."""
+
+    task_id: bytes
+
+
 ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply,
-                 StreamAck, Exit]
+                 StreamAck, Exit, Release]
 
 
 # ==================================================================== worker -> driver
@@ -191,6 +203,13 @@ class TaskDone(_Msg):
     ok: bool
     results: List[Payload]
     retryable: bool = False
+
+
+class Released(_Msg):
+    """Task ``task_id`` was dropped unstarted, as :class:`Release` asked: the driver runs it
+    elsewhere."""
+
+    task_id: bytes
 
 
 class StreamItem(_Msg):
@@ -320,7 +339,7 @@ class QueryReq(_Msg):
     args: Payload
 
 
-ToDriver = Union[Hello, TaskDone, StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
+ToDriver = Union[Hello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
                  FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq,
                  QueryReq, StreamNextReq]
 

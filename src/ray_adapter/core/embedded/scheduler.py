@@ -20,55 +20,10 @@ import itertools
 import threading
 
 from ray_adapter.core.embedded import group_placement
+from ray_adapter.core.embedded.demands import Demand, Grant  # noqa: F401  (Demand: re-exported)
 from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SHARE
 from ray_adapter.core.embedded.resources import Node, NodeResources  # noqa: F401  (Node: re-exported)
 from ray_adapter.core.scheduling import matches_all
-
-
-class Demand:
-    """A request for resources: ``units`` (see :mod:`.resources`) and ``placement`` (None:
-    default). ``start(grant)`` and ``fail(reason)`` are opaque to the scheduler: what the holder
-    calls with a new grant, or when the demand can never be granted (``"node_affinity"``,
-    ``"group_removed"``); ``evict(reason)``: its granted bundle is gone (``"group_removed"``)."""
-
-    __slots__ = ("start", "fail", "evict", "units", "placement", "shape", "seq", "queued",
-                 "failure")
-
-    def __init__(self, start, units, placement=None, fail=None, evict=None, shape=None):
-        self.start = start
-        self.fail = fail
-        self.evict = evict
-        self.units = units
-        self.placement = placement
-        key = placement.key() if placement is not None else None
-        self.shape = (shape if shape is not None else tuple(sorted(units.items())), key)
-        self.seq = 0
-        self.queued = False
-        self.failure = None
-
-
-class Grant:
-    """Resources granted on ``node``: ``units`` and device ids ``devices`` ({"GPU": [0]}),
-    taken from ``pool`` (the node's resources, or a bundle's: then ``bundle`` is set)."""
-
-    __slots__ = ("node", "units", "devices", "lent", "pool", "bundle", "demand", "__weakref__")
-
-    def __init__(self, node, units, devices, pool=None, bundle=None, demand=None):
-        self.node = node
-        self.units = units
-        self.devices = devices
-        self.lent = None  # units lent back while the holder is blocked (see Scheduler.lend)
-        self.pool = pool if pool is not None else node.resources
-        self.bundle = bundle
-        self.demand = demand
-
-    def amounts(self):
-        return self.node.resources.amounts(self.units)
-
-    def pool_units(self):
-        if self.bundle is None:
-            return self.units
-        return dict(self.units, **{BUNDLE_RESOURCE: BUNDLE_SHARE})
 
 
 class Scheduler:
@@ -138,6 +93,30 @@ class Scheduler:
             queue.append(demand)
             demand.queued = True
             return None
+
+    def take_follower(self, shape):
+        """Pop the oldest queued demand of ``shape`` to run under a lease its holder already
+        has (pipelining), unless other shapes or placement groups wait (the lease would keep
+        their resources from them). Returns the demand or None."""
+        with self._lock:
+            queue = self._queues.get(shape)
+            if not queue or self._pending_groups or (
+                    len(self._queues) > 1 and any(q for k, q in self._queues.items() if k != shape)):
+                return None
+            demand = queue.popleft()
+            demand.queued = False
+            if not queue:
+                del self._queues[shape]
+            return demand
+
+    def requeue_front(self, demand):
+        """Put back a demand :meth:`take_follower` gave out, first in its line."""
+        with self._lock:
+            queue = self._queues.get(demand.shape)
+            if queue is None:
+                queue = self._queues[demand.shape] = collections.deque()
+            queue.appendleft(demand)
+            demand.queued = True
 
     def withdraw(self, demand):
         """Remove a queued demand; True if it was queued (it will not be granted)."""

@@ -12,6 +12,7 @@ class TaskState(enum.Enum):
     QUEUED = "queued"      # for resources
     STARTING = "starting"  # granted; a worker is being found
     RUNNING = "running"
+    PREFETCHED = "prefetched"  # sent behind a running task on its worker (see task_pipeline)
     FINISHED = "finished"
 
 

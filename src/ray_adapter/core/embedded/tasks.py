@@ -5,6 +5,10 @@ Life of a task (:class:`TaskState`)::
     WAITING --args sealed--> QUEUED --granted--> STARTING --sent--> RUNNING --done--> FINISHED
        \\__________________ cancel, failed argument, retry exhausted ______________/
     RUNNING --worker died / retryable error--> QUEUED (retry)
+    QUEUED --sent behind a running task--> PREFETCHED --its lease passes--> RUNNING
+    PREFETCHED --released / its worker died--> QUEUED (no retry spent)
+
+Pipelining (followers sent behind a running task) is in :mod:`.task_pipeline`.
 
 A streaming task (``TaskOptions.generator="streaming"``) has one return, its completion; its
 items go to the stream table (:mod:`.streams`) as they arrive, and it ends there when the task
@@ -22,23 +26,24 @@ import threading
 
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
-from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.scheduler import Demand
+from ray_adapter.core.embedded.task_pipeline import TaskPipelineMixin
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
-from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_worker_died,
-                                                    unschedulable_error)
+from ray_adapter.core.embedded.task_support import notice_worker_died, unschedulable_error
 
 
 #: Seconds a force-cancelled task's worker has to end itself before the driver kills it.
 FORCE_CANCEL_GRACE_S = 0.5
 
 
-class TaskManager:
+class TaskManager(TaskPipelineMixin):
     def __init__(self, rt):
         self.rt = rt                # the backend: objects, scheduler, pool, functions, actors
         self._lock = threading.Lock()
         self._tasks = {}
         self._owned = {}            # owner worker -> ids of its unfinished tasks
+        self._followed = set()      # workers with a follower (worker.next)
+        self._releasing = set()     # ids of followers asked back (Release sent)
 
     # -- submission --------------------------------------------------------------------------
     def submit(self, key, args, deps, options, carried=(), owner=None):
@@ -99,6 +104,7 @@ class TaskManager:
         record.demand = Demand(lambda grant, r=record: self._start(r, grant), record.units,
                                placement, lambda reason, r=record: self._unschedulable(r, reason),
                                lambda reason, r=record: self._evict(r), record.shape.shape)
+        record.demand.holder = record
         grant = rt.scheduler.submit(record.demand)
         if grant is not None:
             self._start(record, grant)
@@ -144,20 +150,7 @@ class TaskManager:
             self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
                 record.options.name, errors.WorkerDeath.SPAWN_FAILED, detail=repr(exc)))], True)
             return
-        buffers = []
-        args = to_payload(record.args, buffers)
-        deps = [Dep(oid, to_payload(data, buffers))
-                for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))]
-        env = record.shape.env
-        if grant.devices:
-            env = dict(env, **device_env(grant.devices))
-        message = protocol.RunTask(
-            record.task_id, record.key, args, deps,
-            1 if record.streaming else (record.options.num_returns or 1),
-            record.options.name, env, record.shape.amounts,
-            list(grant.devices.get("GPU", ())), record.retry_blob,
-            assignment(grant, record.options.scheduling), record.streaming,
-            record.options.generator_backpressure)
+        message, buffers = self._run_message(record, grant)
         with self._lock:
             cancelled = record.cancelled
             if not cancelled:
@@ -174,18 +167,28 @@ class TaskManager:
         rt.events.running(record.task_id, worker)
         if record.streaming:
             rt.streams.attach(record.task_id, worker)
+        self._prefetch(worker, record, grant)
         worker.flush()
 
     # -- results -----------------------------------------------------------------------------
     def on_done(self, worker, message, buffers):
         """A task's result arrived from ``worker`` (its reader thread)."""
         rt = self.rt
+        grant = follower = None
         with self._lock:
             record = worker.task
             if record is None or record.task_id != message.task_id:
-                return
-            worker.task = None
-            grant, record.grant, record.worker = record.grant, None, None
+                record = worker.next  # its follower, cancelled while queued, answered first
+                if record is None or record.task_id != message.task_id:
+                    return
+                worker.next = None
+                self._followed.discard(worker)
+                self._releasing.discard(record.task_id)
+            else:
+                worker.task = None
+                grant, record.grant = record.grant, None
+                follower = self._pass_lease(worker, grant)
+            record.worker = None
             retry = (not message.ok and message.retryable and record.retries_left != 0
                      and not record.cancelled)
             left = record.retries_left  # Ray's notice counts the retries before this one
@@ -196,13 +199,19 @@ class TaskManager:
             else:
                 record.state = TaskState.FINISHED
                 self._tasks.pop(record.task_id, None)
-        limit = record.options.max_calls
-        calls = worker.calls[record.key] = worker.calls.get(record.key, 0) + 1
-        if limit and calls >= limit:
-            rt.pool.retire(worker)  # max_calls reached: a fresh worker replaces it
-        else:
-            rt.pool.put_back(worker)
-        rt.scheduler.run(rt.scheduler.release(grant))
+        worker.calls[record.key] = worker.calls.get(record.key, 0) + 1
+        if follower is not None:
+            self._lease_passed(worker, follower, grant)
+        elif grant is not None:
+            limit = record.options.max_calls
+            if limit and worker.calls[record.key] >= limit:
+                rt.pool.retire(worker)  # max_calls reached: a fresh worker replaces it
+            else:
+                rt.pool.put_back(worker)
+            granted = rt.scheduler.release(grant)
+            rt.scheduler.run(granted)
+            if not granted and self._followed:  # free with nothing queued: take a follower back
+                self._steal_for(record.demand.shape if record.demand is not None else None)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
         if retry:
             rt.notice_retry(record.options.name, left, datas[0])
@@ -218,6 +227,7 @@ class TaskManager:
             orphans = self._owned.pop(worker, ())
         for task_id in orphans:
             self.cancel(task_id, True)
+        self._drop_follower(worker)
         with self._lock:
             record = worker.task
             worker.task = None
@@ -300,7 +310,8 @@ class TaskManager:
             record.cancelled = True
             state = record.state
             worker = record.worker
-            if state is TaskState.RUNNING:
+            sent = state is TaskState.RUNNING or state is TaskState.PREFETCHED
+            if sent:  # a follower still queued at the worker is answered by it at once
                 worker.enqueue(protocol.Cancel(task_id, bool(force)))
         if state is TaskState.WAITING:
             if self.rt.objects.cancel_wait(record.waiter):
@@ -308,7 +319,7 @@ class TaskManager:
         elif state is TaskState.QUEUED:
             if self.rt.scheduler.withdraw(record.demand):
                 self._finish_cancelled(record)
-        elif state is TaskState.RUNNING:
+        elif sent:
             worker.flush()
             if force:  # the worker ends itself; one that cannot (holding the GIL in C code,
                 # stopped) is killed by the driver after a grace period, as Ray kills it
@@ -332,6 +343,12 @@ class TaskManager:
             worker.blocked += 1
             first = worker.blocked == 1
             grant = record.grant
+            # it may wait for its own follower: that one runs elsewhere
+            release = self._release_follower_locked(worker) if first else None
+            if release is not None:
+                worker.enqueue(release)
+        if release is not None:
+            worker.flush()
         if first:
             self.rt.scheduler.run(self.rt.scheduler.lend(grant))
         return record, grant

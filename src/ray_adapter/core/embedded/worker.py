@@ -57,7 +57,11 @@ class Worker:
         self.assignment = None          # protocol.Assignment of the running task / the actor
         self.running_task = None        # the task or call running in the main thread
         self.cancel_requested = None
-        self.cancelled = set()          # cancelled before they started
+        self.cancelled = set()          # cancelled before their RunTask arrived
+        self.queued = set()             # tasks waiting in exec_queue (pipelined behind the running one)
+        self.skip = set()               # queued tasks already answered (cancelled) or released
+        self.start_lock = threading.Lock()  # a queued task starts, or is cancelled/released, never both
+        self.interruptible = False      # the main thread is inside the running task's try block
         self.exit_actor_after_call = False
         self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
         self.sending = False            # the main thread is writing a frame (see whole_frames)
@@ -89,7 +93,11 @@ class Worker:
                 elif kind is protocol.RunTask:
                     if message.streaming:  # before any ack for it can arrive
                         self.budget.open(message.task_id, message.backpressure)
+                    with self.start_lock:
+                        self.queued.add(message.task_id)
                     self.exec_queue.put((message, buffers))
+                elif kind is protocol.Release:
+                    self.on_release(message.task_id)
                 elif kind is protocol.StreamAck:
                     (self.actor.budget if self.actor is not None else self.budget).ack(
                         message.task_id, message.consumed)
@@ -139,17 +147,41 @@ class Worker:
         if self.actor is not None:  # actor calls are flagged, never interrupted (as in Ray)
             self.actor.cancel(task_id)
             return
-        if self.running_task != task_id:  # queued here: answered as cancelled when it comes up
-            self.cancelled.add(task_id)
-            return
-        if force:
-            end_process(1)
-        self.cancel_requested = task_id
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+        with self.start_lock:
+            running = self.running_task == task_id
+            queued = not running and task_id in self.queued
+            if queued:  # pipelined behind the running task: answered now, never run
+                self.queued.discard(task_id)
+                self.skip.add(task_id)
+            elif running:
+                self.cancel_requested = task_id
+            else:  # not arrived yet (cannot happen in order): answered when it comes up
+                self.cancelled.add(task_id)
+        if queued:
+            self.budget.close(task_id)
+            ok, results, buffers = executors.pack_error(errors.TaskCancelled(task_id))
+            self.channel.send(protocol.encode(protocol.TaskDone(task_id, ok, results, False)), buffers)
+        elif running:
+            if force:
+                end_process(1)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    def on_release(self, task_id):
+        """The driver takes back a task queued here (the running one blocked): dropped and
+        answered with Released, unless it has started (then its TaskDone comes as usual)."""
+        with self.start_lock:
+            released = task_id in self.queued
+            if released:
+                self.queued.discard(task_id)
+                self.skip.add(task_id)
+        if released:
+            self.budget.close(task_id)
+            self.channel.send(protocol.encode(protocol.Released(task_id)))
 
     def _on_sigusr1(self, signum, frame):
         if self.cancel_requested is not None and self.cancel_requested == self.running_task:
-            if self.sending:  # never in the middle of a frame: raised once it is written
+            if self.sending or not self.interruptible:  # raised once the frame is written /
+                # checked when the task's code starts
                 return
             self.cancel_requested = None
             raise executors.Cancelled()
@@ -176,6 +208,8 @@ class Worker:
         queue_get = self.exec_queue.get
         while True:
             flush_posted()  # the result of the last call goes out before the next one runs
+            if self.exec_queue.empty():
+                executors.flush_std()  # a partial line of output shows when the work ends
             item = queue_get()
             if item is None:
                 break
@@ -215,8 +249,17 @@ class Worker:
 
     def run_task(self, message, buffers):
         task_id, name, num_returns = message.task_id, message.name, message.num_returns
-        if task_id in self.cancelled:
+        with self.start_lock:
+            self.queued.discard(task_id)
+            skipped = task_id in self.skip
+            self.skip.discard(task_id)
+            early = not skipped and task_id in self.cancelled
             self.cancelled.discard(task_id)
+            if not skipped and not early:
+                self.running_task = task_id  # a Cancel from now on interrupts it
+        if skipped:  # cancelled or released while queued: already answered
+            return
+        if early:
             self.budget.close(task_id)
             self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
             return
@@ -224,16 +267,19 @@ class Worker:
         self.assignment = message.assignment
         saved_env = apply_env(message.env)
         token = current_call.set((task_id, name, None))
-        self.running_task = task_id
         retryable = False
         try:
             try:
+                self.interruptible = True
+                if self.cancel_requested == task_id:  # arrived before the task's code began
+                    raise executors.Cancelled()
                 fn = self.load(message.key)
                 args, kwargs = executors.resolve_args(message.args, message.deps, buffers)
                 result = fn(*args, **kwargs)
                 if message.streaming:  # its items go out as it yields (a cancel interrupts it)
                     reply = streaming.produce(self, task_id, name, result, self.budget)
             finally:
+                self.interruptible = False
                 self.running_task = None
                 self.cancel_requested = None
                 if message.streaming:

@@ -1,0 +1,179 @@
+"""Pipelined tasks: a task worker gets its next task while the current one runs.
+
+Without it a worker idles between two tasks for a whole round trip (its result reaches the
+driver, the driver picks the next task, the task reaches the worker). With it, when a plain
+task starts on a worker and tasks of the same resource shape are queued, the oldest of them is
+sent right behind it as the worker's *follower*: it runs under the same lease (the running
+task's grant passes to it when the running one finishes, resources never go back and forth)
+and the worker starts it as soon as the first ends. One follower per worker at most.
+
+Only plain tasks pipeline: default placement (no placement group, affinity or labels), no
+devices, not streaming, no ``max_calls``, the worker's runtime env; and only while no other
+shape of work and no placement group waits for resources (the lease would keep them from it).
+A follower is given back (:class:`~.protocol.Release`; the worker answers
+:class:`~.protocol.Released` if it had not started) when the running task blocks in a nested
+``get``/``wait`` (it could be waiting for its follower) and when another worker frees the same
+resources with nothing queued for them (so it does not wait behind a long task). A follower
+that is cancelled is answered by the worker at once; one whose worker dies is queued again
+without spending a retry (it never started).
+
+Mixed into :class:`~ray_adapter.core.embedded.tasks.TaskManager`: records and ``worker.next``
+are guarded by its lock; messages are queued under it and written after.
+"""
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.protocol import Dep, to_payload
+from ray_adapter.core.embedded.task_records import TaskState
+from ray_adapter.core.embedded.task_support import assignment, device_env
+
+
+class TaskPipelineMixin:
+    """Followers of the task manager's workers (see the module notes)."""
+
+    def _run_message(self, record, grant):
+        """The RunTask of ``record`` under ``grant``, and its buffers."""
+        rt = self.rt
+        buffers = []
+        args = to_payload(record.args, buffers)
+        deps = [Dep(oid, to_payload(data, buffers))
+                for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))]
+        env = record.shape.env
+        if grant.devices:
+            env = dict(env, **device_env(grant.devices))
+        message = protocol.RunTask(
+            record.task_id, record.key, args, deps,
+            1 if record.streaming else (record.options.num_returns or 1),
+            record.options.name, env, record.shape.amounts,
+            list(grant.devices.get("GPU", ())), record.retry_blob,
+            assignment(grant, record.options.scheduling), record.streaming,
+            record.options.generator_backpressure)
+        return message, buffers
+
+    @staticmethod
+    def _pipelines(record):
+        o = record.options
+        return o.scheduling is None and not record.streaming and not o.max_calls
+
+    def _prefetch(self, worker, running, grant):
+        """Send ``worker`` the oldest queued task of ``running``'s shape as its follower, if
+        pipelining applies (queued only: the caller flushes)."""
+        rt = self.rt
+        if grant.devices or grant.bundle is not None or not self._pipelines(running):
+            return
+        demand = rt.scheduler.take_follower(running.demand.shape)
+        if demand is None:
+            return
+        record = demand.holder
+        fits = (record is not None and self._pipelines(record)
+                and _spec_key(rt.envs.spec_of(record.options.runtime_env))
+                == _spec_key(rt.envs.spec_of(running.options.runtime_env)))
+        if fits:
+            message, buffers = self._run_message(record, grant)
+        with self._lock:
+            ok = (fits and record.state is TaskState.QUEUED and not record.cancelled
+                  and worker.task is running and worker.next is None and worker.alive)
+            if ok:
+                record.state = TaskState.PREFETCHED
+                record.worker = worker
+                worker.next = record
+                self._followed.add(worker)
+                worker.register(record.key, rt.functions[record.key])
+                worker.enqueue(message, buffers)
+        if not ok:
+            rt.scheduler.requeue_front(demand)  # its place in line is kept
+
+    def _pass_lease(self, worker, grant):
+        """The running task on ``worker`` is done (or given back): its follower, if any, runs
+        under ``grant`` now. Returns it (None: no follower, the lease ends). Lock held."""
+        follower = worker.next
+        if follower is None:
+            return None
+        worker.next = None
+        self._followed.discard(worker)
+        follower.state = TaskState.RUNNING
+        follower.grant = grant
+        worker.task = follower
+        return follower
+
+    def _lease_passed(self, worker, follower, grant):
+        """After :meth:`_pass_lease` (lock released): the follower is running; keep one behind it."""
+        self.rt.events.running(follower.task_id, worker)
+        self._prefetch(worker, follower, grant)
+        worker.flush()
+
+    def _release_follower_locked(self, worker):
+        """Ask ``worker`` to give its follower back; returns the message to send, or None."""
+        follower = worker.next
+        if follower is None or follower.task_id in self._releasing:
+            return None
+        self._releasing.add(follower.task_id)
+        return protocol.Release(follower.task_id)
+
+    def _steal_for(self, shape):
+        """Resources of ``shape`` came free with nothing queued for them: give back one
+        follower of that shape waiting behind a running task elsewhere."""
+        with self._lock:
+            for worker in self._followed:
+                follower = worker.next
+                if follower is not None and follower.demand is not None and follower.demand.shape == shape:
+                    message = self._release_follower_locked(worker)
+                    if message is not None:
+                        worker.enqueue(message)
+                        break
+            else:
+                return
+        worker.flush()
+
+    def on_released(self, worker, message, buffers):
+        """The worker dropped an unstarted task as asked: queue it again. If the driver had
+        already made it the running one (its predecessor's result came first), the lease goes
+        to the next follower or ends."""
+        rt = self.rt
+        grant = follower = None
+        with self._lock:
+            self._releasing.discard(message.task_id)
+            if worker.next is not None and worker.next.task_id == message.task_id:
+                record = worker.next
+                worker.next = None
+                self._followed.discard(worker)
+            elif worker.task is not None and worker.task.task_id == message.task_id:
+                record = worker.task
+                worker.task = None
+                grant, record.grant = record.grant, None
+                follower = self._pass_lease(worker, grant)
+            else:
+                return
+            record.worker = None
+            cancelled = record.cancelled
+            if not cancelled:
+                record.state = TaskState.QUEUED
+        if follower is not None:
+            self._lease_passed(worker, follower, grant)
+        elif grant is not None:
+            rt.pool.put_back(worker)
+            rt.scheduler.run(rt.scheduler.release(grant))
+        if cancelled:
+            self._finish_cancelled(record)
+        else:
+            self._queue(record)
+
+    def _drop_follower(self, worker):
+        """``worker`` is gone: its follower never started; queue it again (no retry spent)."""
+        with self._lock:
+            record = worker.next
+            worker.next = None
+            self._followed.discard(worker)
+            if record is None:
+                return
+            self._releasing.discard(record.task_id)
+            record.worker = None
+            cancelled = record.cancelled
+            if not cancelled:
+                record.state = TaskState.QUEUED
+        if cancelled:
+            self._finish_cancelled(record)
+        else:
+            self._queue(record)
+
+
+def _spec_key(spec):
+    return None if spec is None else spec.key
