@@ -178,4 +178,9 @@ def test_report_never_starts_a_runtime(monkeypatch, capsys):
     except SystemExit as exc:
         assert exc.code in (0, 2, None)
     assert "API coverage" in capsys.readouterr().out
+    # Called in-process, the CLI leaves process-wide state alone: with SIGPIPE at its default,
+    # this test process would later die from a write to a dead worker's socket.
+    import signal
+
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
     assert not started and not core.is_started()

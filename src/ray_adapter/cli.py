@@ -2,6 +2,7 @@
 the work is in :mod:`ray_adapter.scan`, :mod:`ray_adapter.report` and :mod:`ray_adapter.doctor`)."""
 import argparse
 import json
+import os
 import sys
 
 from ray_adapter import __version__, matrix
@@ -57,9 +58,9 @@ def doctor(args):
 
 
 def main(argv=None):
-    import signal
-
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `ray-adapter report | head` ends quietly
+    """The ``ray-adapter`` command (``argv``: its arguments, default ``sys.argv[1:]``); returns
+    its exit status. Process-wide state is left alone (it may be called in-process): a closed
+    output pipe (``ray-adapter report | head``) ends it quietly with status 141."""
     parser = argparse.ArgumentParser(prog="ray-adapter", description="Run Ray programs on Yuanrong.")
     parser.add_argument("--version", action="version", version=f"ray-adapter {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -102,7 +103,15 @@ def main(argv=None):
     p.set_defaults(func=doctor)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        status = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away: nothing more to say. Further writes (at exit) go nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    return status
 
 
 if __name__ == "__main__":

@@ -30,9 +30,14 @@ def run(command):
         p for p in (package_root, *site_dirs, env.get("PYTHONPATH")) if p))
     if os.path.basename(command[0]).startswith("python"):
         command = _bootstrapped_python(command)
+    import signal
+
+    # The command starts as from a shell: SIGPIPE at its default (Python ignores it).
+    previous = signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         os.execvpe(command[0], command, env)
     except FileNotFoundError:
+        signal.signal(signal.SIGPIPE, previous)
         print(f"ray-adapter run: command not found: {command[0]}", file=sys.stderr)
         return 127
 
