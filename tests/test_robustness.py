@@ -364,3 +364,30 @@ def test_actor_kept_by_another_actor_stays_alive(ray):
     gc.collect()
     time.sleep(0.3)
     assert ray.get(h.bump.remote(), timeout=20) == 2  # the holder's handle keeps it alive
+
+
+def test_a_driver_with_sigpipe_at_its_default_survives_writes_to_dead_workers():
+    """Programs (CLI tools) often set SIGPIPE to its default; the driver then writes to the
+    socket of a worker that just died: that is an error the reader reports, never a SIGPIPE
+    that ends the driver (exit 141 before)."""
+    result = run_code(textwrap.dedent("""
+        import os, signal, ray
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        ray.init(num_cpus=1)
+        @ray.remote(max_restarts=-1, max_task_retries=-1)
+        class A:
+            def pid(self):
+                return os.getpid()
+            def size(self, x):
+                return len(x)
+        a = A.remote()
+        for _ in range(15):
+            pid = ray.get(a.pid.remote(), timeout=60)
+            refs = [a.size.remote(b"x" * 500000) for _ in range(3)]
+            os.kill(pid, 9)
+            refs += [a.size.remote(b"x" * 500000) for _ in range(20)]
+            assert ray.get(refs, timeout=120) == [500000] * 23
+        print("driver alive")
+    """), env={"RAY_ADAPTER_RUNTIME": "embedded"}, timeout=300)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.strip() == "driver alive"

@@ -34,6 +34,9 @@ _BUF = struct.Struct("!BQ")      # buffer kind, length in bytes
 _HEADER_SIZE, _BUF_SIZE = _HEADER.size, _BUF.size
 _MSG_CTRUNC = int(socket.MSG_CTRUNC)
 _MSG_DONTWAIT = int(socket.MSG_DONTWAIT)
+# Sends never raise SIGPIPE (a program may have set it to its default: a dead peer must not
+# end this process; the reader reports the peer's exit).
+_MSG_NOSIGNAL = int(getattr(socket, "MSG_NOSIGNAL", 0))
 _RECV_BUFFER = 1 << 18           # read-ahead buffer per channel (bytes)
 _INLINE, _SHARED, _ARENA, _SEGMENT = 0, 1, 2, 3
 _ARENA_REF = struct.Struct("!IQ")  # after an _ARENA / _SEGMENT frame header: segment id, offset
@@ -132,7 +135,7 @@ class Channel:
                 return
             self._flushing = True
         self._last_write = _monotonic()
-        self._drain(_MSG_DONTWAIT)
+        self._drain(_MSG_DONTWAIT | _MSG_NOSIGNAL)
 
     def _drain(self, flags):
         """Write queued segments; the calling thread holds the flushing role."""
@@ -171,8 +174,8 @@ class Channel:
                     segments.appendleft([data, fd, keep])
                 else:
                     segments.appendleft([memoryview(data).cast("B")[sent:], None, keep])
-            if flags:  # the peer is not reading now: a writer thread finishes, this caller returns
-                threading.Thread(target=self._drain, args=(0,), daemon=True,
+            if flags & _MSG_DONTWAIT:  # the peer is not reading now: a writer thread finishes
+                threading.Thread(target=self._drain, args=(_MSG_NOSIGNAL,), daemon=True,
                                  name="ray-adapter-channel-writer").start()
                 return
 

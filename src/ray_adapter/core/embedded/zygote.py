@@ -28,15 +28,16 @@ import sys
 import threading
 
 _LEN = struct.Struct("!I")
+_NOSIGNAL = int(getattr(socket, "MSG_NOSIGNAL", 0))  # a dead peer is an error, never SIGPIPE
 
 
 def _send(sock, obj, fd=None):
     data = json.dumps(obj).encode()
     frame = _LEN.pack(len(data)) + data
     if fd is None:
-        sock.sendall(frame)
+        sock.sendall(frame, _NOSIGNAL)
     else:
-        sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+        sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))], _NOSIGNAL)
 
 
 def _recv(sock, fds):
