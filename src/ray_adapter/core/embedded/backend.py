@@ -81,6 +81,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.timers = Timers()
         self._releases = DeferredReleases()
         self.tasks = TaskManager(self)
+        self.scheduler.spare = self.tasks.on_spare_resources
         self.actors = ActorManager(self)
         self.service = DriverService(self)
         self._handlers = self._message_handlers()

@@ -36,6 +36,7 @@ class Scheduler:
         self._queues = collections.OrderedDict()  # shape -> deque of Demand
         self._seq = itertools.count()
         self._spread = 0
+        self.spare = None  # called when nothing is queued after a run() (see run)
 
     @property
     def head(self):
@@ -109,14 +110,16 @@ class Scheduler:
                 del self._queues[shape]
             return demand
 
-    def requeue_front(self, demand):
-        """Put back a demand :meth:`take_follower` gave out, first in its line."""
+    def resubmit_front(self, demand):
+        """A demand :meth:`take_follower` gave out comes back unrun: first in its line again
+        (it was the oldest of its shape). Returns the grants this made possible."""
         with self._lock:
             queue = self._queues.get(demand.shape)
             if queue is None:
                 queue = self._queues[demand.shape] = collections.deque()
             queue.appendleft(demand)
             demand.queued = True
+            return self._grant_waiting()
 
     def withdraw(self, demand):
         """Remove a queued demand; True if it was queued (it will not be granted)."""
@@ -212,15 +215,18 @@ class Scheduler:
         granted.sort(key=lambda pair: pair[0].seq)
         return granted
 
-    @staticmethod
-    def run(granted):
-        """Start (or fail) what a grant-returning call decided (call outside any lock)."""
+    def run(self, granted):
+        """Start (or fail) what a grant-returning call decided (call outside any lock). Then,
+        if nothing waits in any queue, :attr:`spare` is called: resources may be free that
+        work held back elsewhere (a pipelined follower) could use."""
         for demand, grant in granted:
             if grant is None and getattr(demand, "failure", None) is not None:
                 if demand.fail is not None:
                     demand.fail(demand.failure)
             else:
                 demand.start(grant)
+        if self is not None and self.spare is not None and not any(self._queues.values()):
+            self.spare()
 
     def release(self, grant):
         """Return ``grant``'s resources (less any lent part); returns the new grants

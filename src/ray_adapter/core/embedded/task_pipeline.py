@@ -12,9 +12,11 @@ devices, not streaming, no ``max_calls``, the worker's runtime env; and only whi
 shape of work and no placement group waits for resources (the lease would keep them from it).
 A follower is given back (:class:`~.protocol.Release`; the worker answers
 :class:`~.protocol.Released` if it had not started) when the running task blocks in a nested
-``get``/``wait`` (it could be waiting for its follower) and when another worker frees the same
-resources with nothing queued for them (so it does not wait behind a long task). A follower
-that is cancelled is answered by the worker at once; one whose worker dies is queued again
+``get``/``wait`` (it could be waiting for its follower), and whenever the scheduler is left
+with nothing queued after resources moved (a task ended, a CPU was lent, an actor died: the
+follower then runs wherever resources are free instead of behind a long task); it goes back
+first in its line. A follower that is cancelled is answered by the worker at once; one whose
+worker dies is queued again
 without spending a retry (it never started).
 
 Mixed into :class:`~ray_adapter.core.embedded.tasks.TaskManager`: records and ``worker.next``
@@ -79,7 +81,7 @@ class TaskPipelineMixin:
                 worker.register(record.key, rt.functions[record.key])
                 worker.enqueue(message, buffers)
         if not ok:
-            rt.scheduler.requeue_front(demand)  # its place in line is kept
+            rt.scheduler.run(rt.scheduler.resubmit_front(demand))  # its place in line is kept
 
     def _pass_lease(self, worker, grant):
         """The running task on ``worker`` is done (or given back): its follower, if any, runs
@@ -89,6 +91,7 @@ class TaskPipelineMixin:
             return None
         worker.next = None
         self._followed.discard(worker)
+        self._releasing.discard(follower.task_id)  # started (or starting): a Release is moot
         follower.state = TaskState.RUNNING
         follower.grant = grant
         worker.task = follower
@@ -108,20 +111,26 @@ class TaskPipelineMixin:
         self._releasing.add(follower.task_id)
         return protocol.Release(follower.task_id)
 
-    def _steal_for(self, shape):
-        """Resources of ``shape`` came free with nothing queued for them: give back one
-        follower of that shape waiting behind a running task elsewhere."""
+    def on_spare_resources(self):
+        """Nothing waits in the scheduler's queues after resources moved (a task ended, a CPU
+        was lent, an actor died, a node came...): followers waiting behind running tasks are
+        given back, so they run wherever resources are free now instead of waiting there."""
+        if not self._followed:
+            return
         with self._lock:
+            asked = []
             for worker in self._followed:
-                follower = worker.next
-                if follower is not None and follower.demand is not None and follower.demand.shape == shape:
-                    message = self._release_follower_locked(worker)
-                    if message is not None:
-                        worker.enqueue(message)
-                        break
-            else:
-                return
-        worker.flush()
+                message = self._release_follower_locked(worker)
+                if message is not None:
+                    worker.enqueue(message)
+                    asked.append(worker)
+        for worker in asked:
+            worker.flush()
+
+    def _requeue(self, record):
+        """A follower given back unstarted: first in its line again."""
+        rt = self.rt
+        rt.scheduler.run(rt.scheduler.resubmit_front(record.demand))
 
     def on_released(self, worker, message, buffers):
         """The worker dropped an unstarted task as asked: queue it again. If the driver had
@@ -154,7 +163,7 @@ class TaskPipelineMixin:
         if cancelled:
             self._finish_cancelled(record)
         else:
-            self._queue(record)
+            self._requeue(record)
 
     def _drop_follower(self, worker):
         """``worker`` is gone: its follower never started; queue it again (no retry spent)."""
@@ -172,7 +181,7 @@ class TaskPipelineMixin:
         if cancelled:
             self._finish_cancelled(record)
         else:
-            self._queue(record)
+            self._requeue(record)
 
 
 def _spec_key(spec):

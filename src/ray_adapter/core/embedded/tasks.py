@@ -186,8 +186,10 @@ class TaskManager(TaskPipelineMixin):
                 self._releasing.discard(record.task_id)
             else:
                 worker.task = None
+                worker.blocked = 0  # a call cancelled while blocked never unblocked
                 grant, record.grant = record.grant, None
                 follower = self._pass_lease(worker, grant)
+            self._releasing.discard(record.task_id)
             record.worker = None
             retry = (not message.ok and message.retryable and record.retries_left != 0
                      and not record.cancelled)
@@ -208,10 +210,7 @@ class TaskManager(TaskPipelineMixin):
                 rt.pool.retire(worker)  # max_calls reached: a fresh worker replaces it
             else:
                 rt.pool.put_back(worker)
-            granted = rt.scheduler.release(grant)
-            rt.scheduler.run(granted)
-            if not granted and self._followed:  # free with nothing queued: take a follower back
-                self._steal_for(record.demand.shape if record.demand is not None else None)
+            rt.scheduler.run(rt.scheduler.release(grant))
         datas = [protocol.from_payload(p, buffers) for p in message.results]
         if retry:
             rt.notice_retry(record.options.name, left, datas[0])
@@ -358,7 +357,7 @@ class TaskManager(TaskPipelineMixin):
             return
         record, grant = token
         with self._lock:
-            worker.blocked -= 1
+            worker.blocked = max(0, worker.blocked - 1)
             still_running = worker.task is record and record.grant is grant
             last = worker.blocked == 0
         if last and still_running:

@@ -154,6 +154,8 @@ class Worker:
                 self.queued.discard(task_id)
                 self.skip.add(task_id)
             elif running:
+                if force:  # under the lock: no next task starts in this dying process
+                    end_process(1)
                 self.cancel_requested = task_id
             else:  # not arrived yet (cannot happen in order): answered when it comes up
                 self.cancelled.add(task_id)
@@ -162,8 +164,6 @@ class Worker:
             ok, results, buffers = executors.pack_error(errors.TaskCancelled(task_id))
             self.channel.send(protocol.encode(protocol.TaskDone(task_id, ok, results, False)), buffers)
         elif running:
-            if force:
-                end_process(1)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def on_release(self, task_id):
@@ -280,7 +280,8 @@ class Worker:
                     reply = streaming.produce(self, task_id, name, result, self.budget)
             finally:
                 self.interruptible = False
-                self.running_task = None
+                with self.start_lock:  # from here a force cancel no longer kills: it ended
+                    self.running_task = None
                 self.cancel_requested = None
                 if message.streaming:
                     self.budget.close(task_id)
