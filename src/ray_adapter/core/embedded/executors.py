@@ -291,7 +291,7 @@ async def _loop_primitives(sizes):
 class PrefixWriter:
     """Prefixes each line written to stdout/stderr with ``(name pid=N)``, as Ray's log
     forwarding does, and writes straight to the driver's inherited stream. Only whole lines
-    are written (one write each batch; a partial line waits for its end or :meth:`flush`), so
+    are written (one write each batch; a partial line waits for its end or :meth:`finish_line`), so
     lines of several workers never interleave, even with unbuffered streams
     (``PYTHONUNBUFFERED``)."""
 

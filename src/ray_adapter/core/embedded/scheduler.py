@@ -225,7 +225,7 @@ class Scheduler:
                     demand.fail(demand.failure)
             else:
                 demand.start(grant)
-        if self is not None and self.spare is not None and not any(self._queues.values()):
+        if self.spare is not None and not any(self._queues.values()):
             self.spare()
 
     def release(self, grant):

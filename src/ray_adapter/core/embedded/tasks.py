@@ -183,7 +183,6 @@ class TaskManager(TaskPipelineMixin):
                     return
                 worker.next = None
                 self._followed.discard(worker)
-                self._releasing.discard(record.task_id)
             else:
                 worker.task = None
                 worker.blocked = 0  # a call cancelled while blocked never unblocked

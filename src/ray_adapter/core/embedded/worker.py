@@ -160,9 +160,7 @@ class Worker:
             else:  # not arrived yet (cannot happen in order): answered when it comes up
                 self.cancelled.add(task_id)
         if queued:
-            self.budget.close(task_id)
-            ok, results, buffers = executors.pack_error(errors.TaskCancelled(task_id))
-            self.channel.send(protocol.encode(protocol.TaskDone(task_id, ok, results, False)), buffers)
+            self.answer_cancelled(task_id)
         elif running:
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
@@ -260,8 +258,7 @@ class Worker:
         if skipped:  # cancelled or released while queued: already answered
             return
         if early:
-            self.budget.close(task_id)
-            self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
+            self.answer_cancelled(task_id)
             return
         self.assigned_resources, self.gpu_ids = message.resources, message.gpu_ids
         self.assignment = message.assignment
@@ -301,6 +298,11 @@ class Worker:
             current_call.reset(token)
             restore_env(saved_env)
         self.send_done(task_id, reply, retryable)
+
+    def answer_cancelled(self, task_id):
+        """Task ``task_id`` never ran: it is answered as cancelled (from any thread)."""
+        self.budget.close(task_id)
+        self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
 
     def send_done(self, task_id, reply, retryable=False):
         ok, results, buffers = reply
