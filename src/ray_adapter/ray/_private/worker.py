@@ -211,8 +211,8 @@ def _check_refs(object_refs):
 def get(object_refs, *, timeout=None, _use_object_store=False):
     """Values of one ObjectRef or a list of them (mirrors ``ray.get``).
 
-    ``object_refs``: an ObjectRef or a list of them (a tuple raises ValueError, as in Ray).
-    ``timeout`` in seconds (None or negative: wait forever; 0: do not wait). Raises
+    ``object_refs``: an ObjectRef or a list (a tuple raises ValueError, as in Ray); ``timeout``
+    in seconds (None or negative: wait forever; 0: do not wait). Raises
     ``GetTimeoutError`` (also a ``TimeoutError``) when not ready in time, the task's
     ``RayTaskError`` (also an instance of the user's exception class) when it raised,
     ``RayActorError``/``ActorDiedError`` for a dead actor, ``TaskCancelledError``,
