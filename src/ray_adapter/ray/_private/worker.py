@@ -212,12 +212,10 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     """Values of one ObjectRef or a list of them (mirrors ``ray.get``).
 
     ``object_refs``: an ObjectRef or a list (a tuple raises ValueError, as in Ray); ``timeout``
-    in seconds (None or negative: wait forever; 0: do not wait). Raises
-    ``GetTimeoutError`` (also a ``TimeoutError``) when not ready in time, the task's
-    ``RayTaskError`` (also an instance of the user's exception class) when it raised,
-    ``RayActorError``/``ActorDiedError`` for a dead actor, ``TaskCancelledError``,
-    ``WorkerCrashedError`` and ``ObjectLostError``.
-    """
+    in seconds (None or negative: wait forever; 0: do not wait). Raises ``GetTimeoutError``
+    (also a ``TimeoutError``) when not ready in time, the task's ``RayTaskError`` (also an
+    instance of the user's exception class) when it raised, ``RayActorError``/``ActorDiedError``
+    for a dead actor, ``TaskCancelledError``, ``WorkerCrashedError`` and ``ObjectLostError``."""
     if _is_generator(object_refs):
         return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     try:
