@@ -30,9 +30,10 @@ class Serialized:
 
     def __init__(self, data, buffers=(), refs=(), handles=()):
         self.data = data
-        self.buffers = list(buffers)
-        self.refs = list(refs)
-        self.handles = list(handles)
+        # Empty ones are a shared tuple: a plain value then costs the GC one object, not four.
+        self.buffers = list(buffers) if buffers else ()
+        self.refs = list(refs) if refs else ()
+        self.handles = list(handles) if handles else ()
 
     @property
     def nbytes(self):

@@ -109,16 +109,14 @@ class ActorManager(ActorCallsMixin):
         placement = actor.options.scheduling
         if actor.units and not rt.scheduler.feasible(actor.units, placement):
             rt.warn_infeasible(actor.options.class_name, actor.options.resources)
-        demand = Demand(lambda g, a=actor: self._start(a, g), actor.units, placement,
-                        lambda reason, a=actor: self._unschedulable(a, reason),
-                        lambda reason, a=actor: self._evict(a))
+        demand = Demand(self, actor, actor.units, placement)
         grant = rt.scheduler.submit(demand)
         if grant is not None:
-            self._start(actor, grant)
+            self.on_grant(actor, grant)
         elif demand.failure is not None:
-            self._unschedulable(actor, demand.failure)
+            self.on_unschedulable(actor, demand.failure)
 
-    def _unschedulable(self, actor, reason):
+    def on_unschedulable(self, actor, reason):
         """It can never be placed: hard affinity to a gone node, or its group was removed."""
         o = actor.options
         if reason == "group_removed":
@@ -128,13 +126,13 @@ class ActorManager(ActorCallsMixin):
             death = errors.ActorDied(actor.actor_id, errors.ActorDeath.UNSCHEDULABLE, o.class_name)
         self.die(actor, death)
 
-    def _evict(self, actor):
+    def on_evict(self, actor):
         """Its placement group was removed: the actor dies now (no restart, as in Ray)."""
         self.kill(actor.actor_id, True, errors.ActorDied(
             actor.actor_id, errors.ActorDeath.PLACEMENT_GROUP_REMOVED, actor.options.class_name,
             group_id=actor.options.scheduling.group_id))
 
-    def _start(self, actor, grant):
+    def on_grant(self, actor, grant):
         rt = self.rt
         if actor.state is ActorState.DEAD:
             rt.scheduler.run(rt.scheduler.release(grant))

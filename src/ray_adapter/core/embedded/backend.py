@@ -305,7 +305,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         deps = [a.object_id for a in args if type(a) is ArgRef]
         if kwargs:
             deps.extend(v.object_id for v in kwargs.values() if type(v) is ArgRef)
-        return deps
+        return deps or ()  # none: a shared tuple (one object less per task for the GC)
 
     def submit_task(self, function, function_key, args, kwargs, options):
         self._check_started()

@@ -330,6 +330,19 @@ class _Posted:
             else:
                 self._cond.notify()
 
+    def arm(self, channel):
+        """Have ``channel`` flushed by the kick thread within FLUSH_DELAY, whoever posted."""
+        with self._cond:
+            self._channels.add(channel)
+            if self._armed:
+                return
+            self._armed = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="ray-adapter-flush")
+                self._thread.start()
+            else:
+                self._cond.notify()
+
     def flush(self):
         with self._cond:
             if not self._channels:
@@ -359,6 +372,13 @@ def flushes_before_blocking():
     """Declare that the calling thread flushes posted frames itself before it blocks (a
     reader thread), so its posts need no kick."""
     _local.self_flushing = True
+
+
+def defer_posted(channel):
+    """Leave ``channel``'s posted frames for a later :func:`flush_posted` of this thread, or
+    the kick thread within FLUSH_DELAY seconds, whichever comes first (a self-flushing thread
+    batching a burst of results)."""
+    _posted.arm(channel)
 
 
 def flush_posted():

@@ -6,17 +6,18 @@ from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SH
 
 class Demand:
     """A request for resources: ``units`` (see :mod:`.resources`) and ``placement`` (None:
-    default). ``start(grant)`` and ``fail(reason)`` are opaque to the scheduler: what the holder
-    calls with a new grant, or when the demand can never be granted (``"node_affinity"``,
-    ``"group_removed"``); ``evict(reason)``: its granted bundle is gone (``"group_removed"``)."""
+    default), for ``holder`` (a task or actor record) on behalf of ``handler`` (its manager).
+    The scheduler only calls :meth:`start`, :meth:`fail` and :meth:`evict`, which hand the
+    holder to the handler's ``on_grant(holder, grant)``, ``on_unschedulable(holder, reason)``
+    (it can never be granted: ``"node_affinity"``, ``"group_removed"``) and ``on_evict(holder)``
+    (its granted bundle is gone). No closures per demand: a queued task costs the garbage
+    collector as few objects as possible."""
 
-    __slots__ = ("start", "fail", "evict", "units", "placement", "shape", "seq", "queued",
-                 "failure", "holder")
+    __slots__ = ("handler", "holder", "units", "placement", "shape", "seq", "queued", "failure")
 
-    def __init__(self, start, units, placement=None, fail=None, evict=None, shape=None):
-        self.start = start
-        self.fail = fail
-        self.evict = evict
+    def __init__(self, handler, holder, units, placement=None, shape=None):
+        self.handler = handler
+        self.holder = holder
         self.units = units
         self.placement = placement
         key = placement.key() if placement is not None else None
@@ -24,7 +25,15 @@ class Demand:
         self.seq = 0
         self.queued = False
         self.failure = None
-        self.holder = None  # what the demand is for (a task record), for its holder's own use
+
+    def start(self, grant):
+        self.handler.on_grant(self.holder, grant)
+
+    def fail(self, reason):
+        self.handler.on_unschedulable(self.holder, reason)
+
+    def evict(self, reason):
+        self.handler.on_evict(self.holder)
 
 
 class Grant:

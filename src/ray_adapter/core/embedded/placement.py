@@ -143,7 +143,7 @@ class PlacementGroups:
             error = rt.error_data(errors.PlacementGroupRemoved(group_id))
             rt.objects.seal_many([(oid, error, True) for oid, _ in ready])
         for grant in evicted:
-            if grant.demand is not None and grant.demand.evict is not None:
+            if grant.demand is not None:
                 grant.demand.evict("group_removed")
         rt.scheduler.run(failed + granted)
 

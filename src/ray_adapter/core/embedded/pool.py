@@ -16,6 +16,7 @@ Thread-safety: ``WorkerPool._lock`` (a leaf lock) guards the idle lists and the 
 workers. A handle's mutable fields (``state``, ``task``, ``actor``, ``blocked``) belong to the
 component that took the worker (task manager or actor manager) and are changed under its lock.
 """
+import collections
 import enum
 import os
 import signal
@@ -47,7 +48,7 @@ class WorkerState(enum.Enum):
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
-                 "next", "__weakref__")
+                 "followers", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -67,7 +68,7 @@ class WorkerHandle:
         if arena is not None:
             channel.codec = DriverCodec(arena, self.pins)
         self.spec = spec            # the runtime_envs.WorkerSpec it was started with
-        self.next = None            # the task sent behind the running one (task_pipeline)
+        self.followers = collections.deque()  # tasks sent behind the running one (task_pipeline)
 
     @property
     def alive(self):

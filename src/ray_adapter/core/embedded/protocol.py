@@ -40,7 +40,7 @@ from ray_adapter.core.serialization import Serialized
 VERSION = 4
 
 
-class Payload(msgspec.Struct, array_like=True):
+class Payload(msgspec.Struct, array_like=True, gc=False):
     """A serialized value: pickle ``data``; its out-of-band buffers are the frame's buffers
     ``first .. first+count-1``; ``refs`` / ``handles``: ids of object refs and actor handles
     pickled inside it."""
@@ -52,18 +52,19 @@ class Payload(msgspec.Struct, array_like=True):
     handles: List[bytes] = []
 
 
-class Dep(msgspec.Struct, array_like=True):
+class Dep(msgspec.Struct, array_like=True, gc=False):
     """A resolved top-level argument: object ``object_id`` and its value."""
 
     object_id: bytes
     value: Payload
 
 
-class _Msg(msgspec.Struct, array_like=True, tag=True):
-    pass
+class _Msg(msgspec.Struct, array_like=True, tag=True, gc=False):
+    """Base of every message. ``gc=False`` (all structs here): a message only holds plain
+    data, never itself, so the cyclic GC need not track the thousands in flight."""
 
 
-class Assignment(msgspec.Struct, array_like=True):
+class Assignment(msgspec.Struct, array_like=True, gc=False):
     """Where a task or actor was placed: the device ids it holds per kind, and the placement
     group bundle it runs in (``group_id`` empty: none; ``capture``: its child tasks join it)."""
 
@@ -260,7 +261,7 @@ class FunctionReq(_Msg):
     blob: bytes
 
 
-class TaskOptionsWire(msgspec.Struct, array_like=True):
+class TaskOptionsWire(msgspec.Struct, array_like=True, gc=False):
     name: str
     num_returns: int
     resources: Dict[str, float]

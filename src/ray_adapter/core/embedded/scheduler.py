@@ -37,6 +37,7 @@ class Scheduler:
         self._seq = itertools.count()
         self._spread = 0
         self.spare = None  # called when nothing is queued after a run() (see run)
+        self._feasible = {}  # resource shape -> feasible on some node (cleared as nodes change)
 
     @property
     def head(self):
@@ -46,10 +47,17 @@ class Scheduler:
         return [n for n in self.nodes.values() if n.alive]
 
     # -- feasibility -------------------------------------------------------------------------
-    def feasible(self, units, placement=None):
-        """Could the demand ever fit (some live node, its affinity node, or a bundle)?"""
+    def feasible(self, units, placement=None, shape=None):
+        """Could the demand ever fit (some live node, its affinity node, or a bundle)?
+        ``shape``: ``units`` as a sorted tuple of items, when the caller has it."""
         if placement is None:  # the hot path: node totals only change when nodes do
-            return any(n.alive and n.resources.feasible(units) for n in list(self.nodes.values()))
+            if shape is None:
+                shape = tuple(sorted(units.items()))
+            known = self._feasible.get(shape)
+            if known is None:
+                known = any(n.alive and n.resources.feasible(units) for n in list(self.nodes.values()))
+                self._feasible[shape] = known
+            return known
         with self._lock:
             if placement is not None and placement.in_group:
                 group = self.groups.get(placement.group_id)
@@ -95,23 +103,27 @@ class Scheduler:
             demand.queued = True
             return None
 
-    def take_follower(self, shape):
-        """Pop the oldest queued demand of ``shape`` to run under a lease its holder already
-        has (pipelining), unless other shapes or placement groups wait (the lease would keep
-        their resources from them). Returns the demand or None."""
+    def take_followers(self, shape, limit):
+        """Pop up to ``limit`` of the oldest queued demands of ``shape`` to run under a lease
+        their taker already has (pipelining), at most half of that line (the rest stays for
+        other workers), and none while other shapes or placement groups wait (the lease would
+        keep their resources from them). Returns a list, oldest first."""
         with self._lock:
             queue = self._queues.get(shape)
             if not queue or self._pending_groups or (
                     len(self._queues) > 1 and any(q for k, q in self._queues.items() if k != shape)):
-                return None
-            demand = queue.popleft()
-            demand.queued = False
+                return []
+            taken = []
+            for _ in range(min(limit, (len(queue) + 1) // 2)):
+                demand = queue.popleft()
+                demand.queued = False
+                taken.append(demand)
             if not queue:
                 del self._queues[shape]
-            return demand
+            return taken
 
     def resubmit_front(self, demand):
-        """A demand :meth:`take_follower` gave out comes back unrun: first in its line again
+        """A demand :meth:`take_followers` gave out comes back unrun: first in its line again
         (it was the oldest of its shape). Returns the grants this made possible."""
         with self._lock:
             queue = self._queues.get(demand.shape)
@@ -221,8 +233,7 @@ class Scheduler:
         work held back elsewhere (a pipelined follower) could use."""
         for demand, grant in granted:
             if grant is None and getattr(demand, "failure", None) is not None:
-                if demand.fail is not None:
-                    demand.fail(demand.failure)
+                demand.fail(demand.failure)
             else:
                 demand.start(grant)
         if self.spare is not None and not any(self._queues.values()):
@@ -323,6 +334,7 @@ class Scheduler:
         with self._lock:
             self.nodes[node.node_id] = node
             self.by_hex[node.hex] = node
+            self._feasible = {}
             return self._grant_waiting()
 
     def remove_node(self, node_id):
@@ -333,6 +345,7 @@ class Scheduler:
             if node is None or not node.alive:
                 return [], []
             node.alive = False
+            self._feasible = {}
             for group in self.groups.values():
                 if group.state == "REMOVED":
                     continue

@@ -19,13 +19,16 @@ first in its line. A follower that is cancelled is answered by the worker at onc
 worker dies is queued again
 without spending a retry (it never started).
 
-Mixed into :class:`~ray_adapter.core.embedded.tasks.TaskManager`: records and ``worker.next``
+Mixed into :class:`~ray_adapter.core.embedded.tasks.TaskManager`: records and ``worker.followers``
 are guarded by its lock; messages are queued under it and written after.
 """
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.task_records import TaskState
 from ray_adapter.core.embedded.task_support import assignment, device_env
+
+#: Followers one worker holds at most (tasks sent behind its running one).
+PIPELINE_DEPTH = 8
 
 
 class TaskPipelineMixin:
@@ -56,60 +59,83 @@ class TaskPipelineMixin:
         return o.scheduling is None and not record.streaming and not o.max_calls
 
     def _prefetch(self, worker, running, grant):
-        """Send ``worker`` the oldest queued task of ``running``'s shape as its follower, if
-        pipelining applies (queued only: the caller flushes)."""
+        """Send ``worker`` the oldest queued tasks of ``running``'s shape as its followers (up
+        to :data:`PIPELINE_DEPTH` behind it), if pipelining applies (queued only: the caller
+        flushes)."""
         rt = self.rt
         if grant.devices or grant.bundle is not None or not self._pipelines(running):
             return
-        demand = rt.scheduler.take_follower(running.demand.shape)
-        if demand is None:
+        room = PIPELINE_DEPTH - len(worker.followers)
+        demands = rt.scheduler.take_followers(running.demand.shape, room) if room > 0 else ()
+        if not demands:
             return
-        record = demand.holder
-        fits = (record is not None and self._pipelines(record)
-                and _spec_key(rt.envs.spec_of(record.options.runtime_env))
-                == _spec_key(rt.envs.spec_of(running.options.runtime_env)))
-        if fits:
-            message, buffers = self._run_message(record, grant)
+        spec = _spec_key(rt.envs.spec_of(running.options.runtime_env))
+        messages = []
+        for demand in demands:
+            record = demand.holder
+            fits = (record is not None and self._pipelines(record)
+                    and _spec_key(rt.envs.spec_of(record.options.runtime_env)) == spec)
+            messages.append(self._run_message(record, grant) if fits else None)
+        back = []
         with self._lock:
-            ok = (fits and record.state is TaskState.QUEUED and not record.cancelled
-                  and worker.task is running and worker.next is None and worker.alive)
-            if ok:
+            for demand, built in zip(demands, messages):
+                record = demand.holder
+                ok = (built is not None and not back and record.state is TaskState.QUEUED
+                      and not record.cancelled and worker.task is running and worker.alive)
+                if not ok:
+                    back.append(demand)  # it and every later one keep their place in line
+                    continue
                 record.state = TaskState.PREFETCHED
                 record.worker = worker
-                worker.next = record
+                worker.followers.append(record)
                 self._followed.add(worker)
                 worker.register(record.key, rt.functions[record.key])
-                worker.enqueue(message, buffers)
-        if not ok:
-            rt.scheduler.run(rt.scheduler.resubmit_front(demand))  # its place in line is kept
+                worker.enqueue(*built)
+        for demand in reversed(back):
+            rt.scheduler.run(rt.scheduler.resubmit_front(demand))
 
     def _pass_lease(self, worker, grant):
-        """The running task on ``worker`` is done (or given back): its follower, if any, runs
-        under ``grant`` now. Returns it (None: no follower, the lease ends). Lock held."""
-        follower = worker.next
-        if follower is None:
+        """The running task on ``worker`` is done (or given back): its first follower, if any,
+        runs under ``grant`` now. Returns it (None: no follower, the lease ends). Lock held."""
+        followers = worker.followers
+        if not followers:
             return None
-        worker.next = None
-        self._followed.discard(worker)
+        follower = followers.popleft()
+        if not followers:
+            self._followed.discard(worker)
         self._releasing.discard(follower.task_id)  # started (or starting): a Release is moot
         follower.state = TaskState.RUNNING
         follower.grant = grant
         worker.task = follower
         return follower
 
+    def _take_follower_locked(self, worker, task_id):
+        """Remove follower ``task_id`` from ``worker``'s line; returns its record or None."""
+        for record in worker.followers:
+            if record.task_id == task_id:
+                worker.followers.remove(record)
+                if not worker.followers:
+                    self._followed.discard(worker)
+                return record
+        return None
+
     def _lease_passed(self, worker, follower, grant):
-        """After :meth:`_pass_lease` (lock released): the follower is running; keep one behind it."""
+        """After :meth:`_pass_lease` (lock released): the follower is running; keep the line
+        behind it full."""
         self.rt.events.running(follower.task_id, worker)
         self._prefetch(worker, follower, grant)
         worker.flush()
 
-    def _release_follower_locked(self, worker):
-        """Ask ``worker`` to give its follower back; returns the message to send, or None."""
-        follower = worker.next
-        if follower is None or follower.task_id in self._releasing:
-            return None
-        self._releasing.add(follower.task_id)
-        return protocol.Release(follower.task_id)
+    def _release_followers_locked(self, worker):
+        """Ask ``worker`` to give its followers back (queues the messages); True if any was
+        asked now. Lock held."""
+        asked = False
+        for follower in worker.followers:
+            if follower.task_id not in self._releasing:
+                self._releasing.add(follower.task_id)
+                worker.enqueue(protocol.Release(follower.task_id))
+                asked = True
+        return asked
 
     def on_spare_resources(self):
         """Nothing waits in the scheduler's queues after resources moved (a task ended, a CPU
@@ -118,12 +144,7 @@ class TaskPipelineMixin:
         if not self._followed:
             return
         with self._lock:
-            asked = []
-            for worker in self._followed:
-                message = self._release_follower_locked(worker)
-                if message is not None:
-                    worker.enqueue(message)
-                    asked.append(worker)
+            asked = [w for w in list(self._followed) if self._release_followers_locked(w)]
         for worker in asked:
             worker.flush()
 
@@ -140,17 +161,14 @@ class TaskPipelineMixin:
         grant = follower = None
         with self._lock:
             self._releasing.discard(message.task_id)
-            if worker.next is not None and worker.next.task_id == message.task_id:
-                record = worker.next
-                worker.next = None
-                self._followed.discard(worker)
-            elif worker.task is not None and worker.task.task_id == message.task_id:
+            record = self._take_follower_locked(worker, message.task_id)
+            if record is None:
+                if worker.task is None or worker.task.task_id != message.task_id:
+                    return
                 record = worker.task
                 worker.task = None
                 grant, record.grant = record.grant, None
                 follower = self._pass_lease(worker, grant)
-            else:
-                return
             record.worker = None
             cancelled = record.cancelled
             if not cancelled:
@@ -165,23 +183,23 @@ class TaskPipelineMixin:
         else:
             self._requeue(record)
 
-    def _drop_follower(self, worker):
-        """``worker`` is gone: its follower never started; queue it again (no retry spent)."""
+    def _drop_followers(self, worker):
+        """``worker`` is gone: its followers never started; queue them again, in their order
+        (no retry spent)."""
         with self._lock:
-            record = worker.next
-            worker.next = None
+            records = list(worker.followers)
+            worker.followers.clear()
             self._followed.discard(worker)
-            if record is None:
-                return
-            self._releasing.discard(record.task_id)
-            record.worker = None
-            cancelled = record.cancelled
-            if not cancelled:
-                record.state = TaskState.QUEUED
-        if cancelled:
-            self._finish_cancelled(record)
-        else:
-            self._requeue(record)
+            for record in records:
+                self._releasing.discard(record.task_id)
+                record.worker = None
+                if not record.cancelled:
+                    record.state = TaskState.QUEUED
+        for record in reversed(records):
+            if record.cancelled:
+                self._finish_cancelled(record)
+            else:
+                self._requeue(record)
 
 
 def _spec_key(spec):

@@ -42,7 +42,7 @@ class TaskManager(TaskPipelineMixin):
         self._lock = threading.Lock()
         self._tasks = {}
         self._owned = {}            # owner worker -> ids of its unfinished tasks
-        self._followed = set()      # workers with a follower (worker.next)
+        self._followed = set()      # workers with followers (worker.followers)
         self._releasing = set()     # ids of followers asked back (Release sent)
 
     # -- submission --------------------------------------------------------------------------
@@ -99,27 +99,24 @@ class TaskManager(TaskPipelineMixin):
     def _queue(self, record):
         rt = self.rt
         placement = record.options.scheduling
-        if record.units and not rt.scheduler.feasible(record.units, placement):
+        if record.units and not rt.scheduler.feasible(record.units, placement, record.shape.shape):
             rt.warn_infeasible(record.options.name, record.options.resources)
-        record.demand = Demand(lambda grant, r=record: self._start(r, grant), record.units,
-                               placement, lambda reason, r=record: self._unschedulable(r, reason),
-                               lambda reason, r=record: self._evict(r), record.shape.shape)
-        record.demand.holder = record
+        record.demand = Demand(self, record, record.units, placement, record.shape.shape)
         grant = rt.scheduler.submit(record.demand)
         if grant is not None:
-            self._start(record, grant)
+            self.on_grant(record, grant)
         elif record.demand.failure is not None:
-            self._unschedulable(record, record.demand.failure)
+            self.on_unschedulable(record, record.demand.failure)
         elif record.cancelled and rt.scheduler.withdraw(record.demand):
             self._finish_cancelled(record)  # cancelled while it was being queued
 
-    def _unschedulable(self, record, reason):
+    def on_unschedulable(self, record, reason):
         """The scheduler can never run it: hard affinity to a gone node, or its group removed."""
         group_id = getattr(record.options.scheduling, "group_id", None)
         error = unschedulable_error(record.options.name, reason, group_id)
         self._finish_claimed(record, [self.rt.error_data(error)], True)
 
-    def _evict(self, record):
+    def on_evict(self, record):
         """Its placement group was removed while it ran: its worker is killed, no retry (Ray
         reports WorkerCrashedError)."""
         with self._lock:
@@ -132,7 +129,7 @@ class TaskManager(TaskPipelineMixin):
                 pass
 
     # -- starting ----------------------------------------------------------------------------
-    def _start(self, record, grant):
+    def on_grant(self, record, grant):
         rt = self.rt
         with self._lock:
             ok = record.state is TaskState.QUEUED and not record.cancelled
@@ -178,11 +175,10 @@ class TaskManager(TaskPipelineMixin):
         with self._lock:
             record = worker.task
             if record is None or record.task_id != message.task_id:
-                record = worker.next  # its follower, cancelled while queued, answered first
-                if record is None or record.task_id != message.task_id:
+                # a follower, cancelled while queued, answered first
+                record = self._take_follower_locked(worker, message.task_id)
+                if record is None:
                     return
-                worker.next = None
-                self._followed.discard(worker)
             else:
                 worker.task = None
                 worker.blocked = 0  # a call cancelled while blocked never unblocked
@@ -225,7 +221,7 @@ class TaskManager(TaskPipelineMixin):
             orphans = self._owned.pop(worker, ())
         for task_id in orphans:
             self.cancel(task_id, True)
-        self._drop_follower(worker)
+        self._drop_followers(worker)
         with self._lock:
             record = worker.task
             worker.task = None
@@ -341,11 +337,9 @@ class TaskManager(TaskPipelineMixin):
             worker.blocked += 1
             first = worker.blocked == 1
             grant = record.grant
-            # it may wait for its own follower: that one runs elsewhere
-            release = self._release_follower_locked(worker) if first else None
-            if release is not None:
-                worker.enqueue(release)
-        if release is not None:
+            # it may wait for its own followers: they run elsewhere
+            released = self._release_followers_locked(worker) if first else False
+        if released:
             worker.flush()
         if first:
             self.rt.scheduler.run(self.rt.scheduler.lend(grant))
