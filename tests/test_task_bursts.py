@@ -1,0 +1,177 @@
+"""Bursts of small tasks on the embedded runtime: several tasks pipelined to each worker, their
+results batched on the way back, and little per-task garbage for the driver's collector. Each
+test checks a behaviour a user could see (a deadlock, a lost order, a result held back, the
+driver's reads and memory), not a timing of the machine."""
+import gc
+import time
+
+import pytest
+
+pytestmark = pytest.mark.embedded_only(
+    "pipelining and result batching are the embedded runtime's (yr schedules calls itself)")
+
+
+@pytest.fixture
+def ray1(ray):
+    """The runtime with one CPU: one task at a time, the rest queued or pipelined."""
+    ray.shutdown()
+    ray.init(num_cpus=1)
+    return ray
+
+
+def test_a_task_waiting_for_a_follower_further_down_its_line_does_not_deadlock(ray1):
+    ray = ray1
+
+    @ray.remote(num_cpus=0, max_concurrency=2)
+    class Signal:
+        def __init__(self):
+            import threading
+
+            self.event = threading.Event()
+
+        def send(self):
+            self.event.set()
+
+        def wait(self):
+            return self.event.wait(60)
+
+    sig = Signal.remote()
+    ray.get(sig.__ray_ready__.remote())
+
+    @ray.remote
+    def first():
+        time.sleep(0.3)
+
+    @ray.remote
+    def waiter(s):
+        return ray.get(s.wait.remote())
+
+    @ray.remote
+    def quick(i):
+        return i
+
+    @ray.remote
+    def sender(s):
+        return ray.get(s.send.remote())
+
+    # When waiter starts, half the line behind it (quick(0), then sender) is sent to its
+    # worker; it blocks on sender, the second of them: every follower must come back.
+    refs = [first.remote(), waiter.remote(sig), quick.remote(0), sender.remote(sig),
+            quick.remote(1), quick.remote(2)]
+    assert ray.get(refs, timeout=60) == [None, True, 0, None, 1, 2]
+
+
+def test_followers_of_a_crashed_worker_run_in_order_without_spending_retries(ray1):
+    ray = ray1
+
+    @ray.remote
+    def first():
+        time.sleep(0.3)
+
+    @ray.remote(max_retries=0)
+    def crash():
+        import os
+
+        time.sleep(0.5)
+        os._exit(1)
+
+    @ray.remote(max_retries=0)
+    def stamp(i):
+        return i, time.monotonic()
+
+    refs = [first.remote(), crash.remote()] + [stamp.remote(i) for i in range(6)]
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        ray.get(refs[1], timeout=30)
+    stamps = ray.get(refs[2:], timeout=30)
+    assert [i for i, _ in stamps] == list(range(6))
+    times = [t for _, t in stamps]
+    assert times == sorted(times), "the followers given back lost their order"
+
+
+def test_a_short_result_is_not_held_back_by_a_long_task_behind_it(ray1):
+    ray = ray1
+
+    @ray.remote
+    def sleep(t):
+        time.sleep(t)
+
+    @ray.remote
+    def tiny():
+        return "tiny"
+
+    @ray.remote
+    def spin(seconds):
+        end = time.monotonic() + seconds  # pure Python: holds the GIL of its worker
+        n = 0
+        while time.monotonic() < end:
+            n += 1
+        return n
+
+    assert ray.get([tiny.remote(), spin.remote(0)]) == ["tiny", 0]  # warm: tiny is short
+    blocker = sleep.remote(0.5)
+    time.sleep(0.1)
+    # When blocker ends, sleep(0.6) starts with half the line behind it on its worker: tiny
+    # and spin; the rest is cancelled before tiny runs, so no message from the driver comes
+    # to that worker while spin runs. tiny's result is batched while spin is queued behind
+    # it, but only briefly.
+    refs = [sleep.remote(0.6), tiny.remote(), spin.remote(4.0)]
+    rest = [tiny.remote(), tiny.remote()]
+    time.sleep(0.7)
+    for ref in rest:
+        ray.cancel(ref)
+    start = time.monotonic()
+    assert ray.get(refs[1], timeout=30) == "tiny"
+    assert time.monotonic() - start < 2.0, "tiny's result waited for the task behind it"
+    assert ray.get(refs[2], timeout=30) > 0
+
+
+def test_results_of_a_burst_reach_the_driver_in_batches(ray):
+    from ray_adapter.core.embedded import channel
+
+    @ray.remote
+    def noop():
+        return None
+
+    ray.get([noop.remote() for _ in range(100)])
+    reads = [0]
+    original = channel.Channel._recv_into
+
+    def counting(self, view):
+        reads[0] += 1
+        return original(self, view)
+
+    channel.Channel._recv_into = counting
+    try:
+        assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
+    finally:
+        channel.Channel._recv_into = original
+    # One read per result (or two) without batching; a few results per read with it.
+    assert reads[0] / 2000 <= 0.3, f"{reads[0]} socket reads for 2000 results"
+
+
+def test_a_queued_task_costs_the_garbage_collector_few_objects(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=1, resources={"slot": 1})
+
+    @ray.remote(resources={"slot": 1})
+    def hold():
+        time.sleep(60)
+
+    @ray.remote(resources={"slot": 1})
+    def noop():
+        return None
+
+    ray.get(noop.remote())
+    blocker = hold.remote()
+    time.sleep(0.3)
+    gc.collect()
+    before = len(gc.get_objects())
+    refs = [noop.remote() for _ in range(1000)]
+    gc.collect()
+    per_task = (len(gc.get_objects()) - before) / 1000
+    # The ref, its object entry, the task record, its demand, its arguments, its event row:
+    # a few objects per task (21 with a closure per callback), so that 100,000 queued tasks
+    # do not make every full collection of the driver crawl.
+    assert per_task <= 10, f"{per_task:.1f} tracked objects per queued task"
+    ray.cancel(blocker, force=True)
+    del refs
