@@ -175,3 +175,57 @@ def test_a_queued_task_costs_the_garbage_collector_few_objects(ray_module):
     assert per_task <= 10, f"{per_task:.1f} tracked objects per queued task"
     ray.cancel(blocker, force=True)
     del refs
+
+
+def test_a_burst_of_actor_calls_goes_out_in_batches(ray):
+    from ray_adapter.core.embedded import channel
+
+    @ray.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def inc(self):
+            self.n += 1
+            return self.n
+
+    counter = Counter.remote()
+    ray.get([counter.inc.remote() for _ in range(100)])
+    writes = [0]
+    original = channel.Channel._drain
+
+    def counting(self, flags):
+        writes[0] += 1
+        return original(self, flags)
+
+    def call_after(seconds):  # a loop that does a little work per call, as real ones do
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        return counter.inc.remote()
+
+    channel.Channel._drain = counting
+    try:
+        refs = [call_after(0.00006) for _ in range(2000)]
+    finally:
+        channel.Channel._drain = original
+    assert ray.get(refs, timeout=120) == list(range(101, 2101))  # in order, every one
+    # One write per call without batching (a sendmsg each); a few calls per write with it.
+    assert writes[0] / 2000 <= 0.3, f"{writes[0]} writes for 2000 calls"
+
+
+def test_a_call_goes_out_while_its_caller_computes_without_ever_blocking(ray):
+    @ray.remote
+    class Clock:
+        def now(self):
+            return time.time()
+
+    clock = Clock.remote()
+    ray.get(clock.now.remote())
+    time.sleep(0.05)
+    sent = time.time()
+    ref = clock.now.remote()
+    end = time.monotonic() + 1.0  # pure Python, never blocking: no flush before a block
+    while time.monotonic() < end:
+        pass
+    assert ray.get(ref, timeout=30) - sent < 0.5, "the call waited for its caller to block"

@@ -44,9 +44,10 @@ _ARENA_REF_SIZE = _ARENA_REF.size
 _CHUNK = 1 << 16
 #: Longest a posted frame waits to be written when no thread blocks meanwhile (seconds).
 FLUSH_DELAY = 0.0005
-#: A post this soon (seconds) after the channel's last write is part of a burst and is batched;
-#: a later one is written at once by the posting thread (no delay, no kick).
-BURST_WINDOW = 0.00005
+#: A post this soon (seconds) after the channel's previous post is part of a burst and is
+#: batched (thousands of ``.remote()`` calls in a loop); a later one is written at once by the
+#: posting thread (no delay, no kick).
+BURST_WINDOW = 0.0002
 #: Descriptors per sendmsg at most; the receiver's ancillary buffer holds exactly this many.
 MAX_FDS = 32
 _COALESCE = 1 << 18  # join small pieces up to this many bytes into one write
@@ -69,7 +70,7 @@ class Channel:
         self._out = collections.deque()  # [data, fd or None] pieces of queued frames
         self._flushing = False
         self._closed = False
-        self._last_write = 0.0  # time.monotonic() of the last flush (burst detection)
+        self._last_post = 0.0  # time.monotonic() of the last post (burst detection)
         self._rbuf = bytearray(_RECV_BUFFER)  # read ahead: bytes _rpos.._rend are unread
         self._rview = memoryview(self._rbuf)
         self._rpos = self._rend = 0
@@ -134,7 +135,6 @@ class Channel:
             if self._flushing or not self._out:
                 return
             self._flushing = True
-        self._last_write = _monotonic()
         self._drain(_MSG_DONTWAIT | _MSG_NOSIGNAL)
 
     def _drain(self, flags):
@@ -316,7 +316,9 @@ class _Posted:
         self._thread = None
 
     def add(self, channel):
-        if not getattr(_local, "self_flushing", False) and _monotonic() - channel._last_write > BURST_WINDOW:
+        now = _monotonic()
+        last, channel._last_post = channel._last_post, now
+        if not getattr(_local, "self_flushing", False) and now - last > BURST_WINDOW:
             channel.flush()  # not in a burst: write now, nothing to batch with
             return
         with self._cond:
