@@ -29,6 +29,7 @@ from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
+from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.envs import EnvsMixin
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.holders import HoldersMixin
@@ -283,7 +284,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         return_ids = self._returns(ref, task_id, options.num_returns, name=options.name)
         if self.local_mode and options.resources and not in_group:  # a bundle holds it already
             self._hold(options.resources)
-            ref.get_future().add_done_callback(lambda _f, r=dict(options.resources): self._release(r))
+            completion_of(ref).add(lambda _v, _e, r=dict(options.resources): self._release(r))
         return return_ids
 
     def _hold(self, resources, sign=1):

@@ -19,9 +19,8 @@ Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`; state is
 its lock. Releases run on the backend's release thread (which holds that lock), never in yr's
 callback threads.
 """
-import concurrent.futures
-
 from ray_adapter.core import serialization
+from ray_adapter.core.yuanrong.completions import completion_of
 
 
 def contents(packed):
@@ -29,20 +28,6 @@ def contents(packed):
     if type(packed) is serialization.Serialized and (packed.refs or packed.handles):
         return list(packed.refs), list(packed.handles)
     return None
-
-
-def _when_done(yr_future, callback):
-    """``callback(value_or_None)`` once a yr future is done; local mode resolves a ref's future
-    to another future holding the value: follow the chain."""
-    def done(f):
-        exc = f.exception()
-        value = None if exc is not None else f.result()
-        if isinstance(value, concurrent.futures.Future):
-            value.add_done_callback(done)
-            return
-        callback(value)
-
-    yr_future.add_done_callback(done)
 
 
 def _holds_anything(box, count):
@@ -93,16 +78,16 @@ class HoldersMixin:
         """Release what the packed arguments of the call ``ref`` hold once it has finished."""
         held = contents(packed)
         if held is not None:
-            _when_done(ref.get_future(), lambda _v: self._releases.put(self.release_contained, held))
+            completion_of(ref).add(lambda _v, _e: self._releases.put(self.release_contained, held))
 
     def adopt_results(self, ref, return_ids):
         """Once the call ``ref`` has a result, its objects keep what the packed values hold
         (released now if the object is gone already)."""
-        def done(box):
-            if _holds_anything(box, len(return_ids)):  # most results hold nothing: no hop
+        def done(box, exc):
+            if exc is None and _holds_anything(box, len(return_ids)):  # most hold nothing: no hop
                 self._releases.put(self._adopt, (return_ids, box))
 
-        _when_done(ref.get_future(), done)
+        completion_of(ref).add(done)
 
     def _adopt(self, item):
         return_ids, box = item

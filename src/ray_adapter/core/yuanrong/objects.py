@@ -12,6 +12,7 @@ import time
 from ray_adapter.core import errors, ids
 from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.holders import contents
 
 
@@ -38,17 +39,8 @@ def _repr(value):
         return f"<{type(value).__name__} object>"
 
 
-def _settle(ours, theirs):
-    """Copy a finished yr future into ours. Local mode resolves a ref's future to another
-    future holding the value: follow the chain to the value."""
-    if ours.done():
-        return
-    exc = theirs.exception()
-    if exc is None:
-        value = theirs.result()
-        if isinstance(value, concurrent.futures.Future):
-            value.add_done_callback(lambda inner: _settle(ours, inner))
-            return
+def _settle(ours, value, exc):
+    """Copy a call's outcome (see :mod:`.completions`) into our future."""
     try:
         if exc is not None:
             ours.set_exception(exc)
@@ -92,8 +84,8 @@ class ObjectsMixin:
     def _future(self, obj):
         """A Future resolving to the object's Box (our own, so cancel/kill can fail it)."""
         if obj.future is None:
-            obj.future = concurrent.futures.Future()
-            obj.ref.get_future().add_done_callback(lambda f, ours=obj.future: _settle(ours, f))
+            ours = obj.future = concurrent.futures.Future()
+            completion_of(obj.ref).add(lambda value, exc: _settle(ours, value, exc))
         return obj.future
 
     def _value(self, obj):
@@ -182,7 +174,28 @@ class ObjectsMixin:
                 obj.refs += 1
 
     def remove_local_reference(self, object_id):
-        self._releases.put(self._drop_object_ref, object_id)  # from __del__: deferred
+        # From ObjectRef.__del__, in any thread, at any point. The common drop (a result that
+        # was read: its call is over, its value holds nothing) is applied at once when the lock
+        # is free and this thread is not inside the backend (its lock is reentrant: a finalizer
+        # run in our own code must not change what that code is changing); anything else, and
+        # whatever needs yr, goes to the release thread (no thread wake-up per dropped ref).
+        lock = self._lock
+        if not lock._is_owned() and lock.acquire(False):
+            try:
+                obj = self._objects.get(object_id)
+                if obj is None:
+                    return
+                if obj.refs > 1:
+                    obj.refs -= 1
+                    return
+                if obj.contained is None and (obj.ref is None or obj.index not in (None, 0) or (
+                        obj.future is not None and obj.future.done())):
+                    obj.refs -= 1
+                    del self._objects[object_id]
+                    return
+            finally:
+                lock.release()
+        self._releases.put(self._drop_object_ref, object_id)
 
     def _drop_object_ref(self, object_id):
         obj = self._objects.get(object_id)
@@ -198,11 +211,16 @@ class ObjectsMixin:
     def _track_running(self, object_id, ref):
         """A call whose result nobody holds any more, still running: remembered until it ends,
         so interpreter exit can give it its grace (``YuanrongBackend._at_exit``)."""
-        future = ref.get_future()
-        if future.done():
+        completion = completion_of(ref)
+        if completion.done:
             return
-        self._dropped_running[object_id] = future
-        future.add_done_callback(lambda _f: self._dropped_running.pop(object_id, None))
+        ended = self._dropped_running[object_id] = concurrent.futures.Future()
+
+        def forget(_value, _exc):
+            self._dropped_running.pop(object_id, None)
+            ended.set_result(None)
+
+        completion.add(forget)
 
     def object_escaped(self, object_id):
         with self._lock:
@@ -234,10 +252,8 @@ class ObjectsMixin:
         except BaseException as exc:
             self._stream_completed(stream, completion, exc)
             raise
-        settled = concurrent.futures.Future()
-        ref.get_future().add_done_callback(lambda f: _settle(settled, f))
-        settled.add_done_callback(lambda f: self._stream_completed(
-            stream, completion, f.exception() if f.exception() is not None else f.result()))
+        completion_of(ref).add(lambda value, exc: self._stream_completed(
+            stream, completion, exc if exc is not None else value))
         return [completion_id]
 
     def _failed_returns(self, task_id, num_returns, error):
