@@ -40,7 +40,7 @@ class TaskPipelineMixin:
         buffers = []
         args = to_payload(record.args, buffers)
         deps = [Dep(oid, to_payload(data, buffers))
-                for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))]
+                for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))] if record.deps else []
         env = record.shape.env
         if grant.devices:
             env = dict(env, **device_env(grant.devices))
