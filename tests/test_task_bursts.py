@@ -123,6 +123,7 @@ def test_a_short_result_is_not_held_back_by_a_long_task_behind_it(ray1):
     assert ray.get(refs[1], timeout=30) == "tiny"
     assert time.monotonic() - start < 2.0, "tiny's result waited for the task behind it"
     assert ray.get(refs[2], timeout=30) > 0
+    assert ray.get(blocker, timeout=30) is None
 
 
 def test_results_of_a_burst_reach_the_driver_in_batches(ray):
