@@ -1,23 +1,25 @@
-"""Pipelined tasks: a task worker gets its next task while the current one runs.
+"""Pipelined tasks: a task worker gets its next tasks while the current one runs.
 
 Without it a worker idles between two tasks for a whole round trip (its result reaches the
 driver, the driver picks the next task, the task reaches the worker). With it, when a plain
-task starts on a worker and tasks of the same resource shape are queued, the oldest of them is
-sent right behind it as the worker's *follower*: it runs under the same lease (the running
-task's grant passes to it when the running one finishes, resources never go back and forth)
-and the worker starts it as soon as the first ends. One follower per worker at most.
+task starts on a worker and tasks of the same resource shape are queued, the oldest of them
+are sent right behind it as the worker's *followers* (up to :data:`PIPELINE_DEPTH`, and at
+most half of the queued line, so the other workers get their share): they run under the same
+lease (the running task's grant passes to the next one when it finishes, resources never go
+back and forth), one after another, as soon as the one before ends. Several in flight per
+worker let the driver send them, and the worker return their results, in a few writes.
 
 Only plain tasks pipeline: default placement (no placement group, affinity or labels), no
 devices, not streaming, no ``max_calls``, the worker's runtime env; and only while no other
 shape of work and no placement group waits for resources (the lease would keep them from it).
-A follower is given back (:class:`~.protocol.Release`; the worker answers
-:class:`~.protocol.Released` if it had not started) when the running task blocks in a nested
-``get``/``wait`` (it could be waiting for its follower), and whenever the scheduler is left
-with nothing queued after resources moved (a task ended, a CPU was lent, an actor died: the
-follower then runs wherever resources are free instead of behind a long task); it goes back
-first in its line. A follower that is cancelled is answered by the worker at once; one whose
-worker dies is queued again
-without spending a retry (it never started).
+Followers are given back (:class:`~.protocol.Release`; the worker answers
+:class:`~.protocol.Released` for each that had not started) when the running task blocks in
+a nested ``get``/``wait`` (it could be waiting for one of them), and whenever the scheduler is
+left with nothing queued after resources moved (a task ended, a CPU was lent, an actor died:
+they then run wherever resources are free instead of behind a long task); they go back first
+in their line, in order. A follower that is cancelled is answered by the worker at once;
+those of a worker that dies are queued again, in order, without spending a retry (they never
+started).
 
 Mixed into :class:`~ray_adapter.core.embedded.tasks.TaskManager`: records and ``worker.followers``
 are guarded by its lock; messages are queued under it and written after.

@@ -5,7 +5,7 @@ Life of a task (:class:`TaskState`)::
     WAITING --args sealed--> QUEUED --granted--> STARTING --sent--> RUNNING --done--> FINISHED
        \\__________________ cancel, failed argument, retry exhausted ______________/
     RUNNING --worker died / retryable error--> QUEUED (retry)
-    QUEUED --sent behind a running task--> PREFETCHED --its lease passes--> RUNNING
+    QUEUED --sent behind a running task--> PREFETCHED --the lease passes to it--> RUNNING
     PREFETCHED --released / its worker died--> QUEUED (no retry spent)
 
 Pipelining (followers sent behind a running task) is in :mod:`.task_pipeline`.
