@@ -229,6 +229,20 @@ def test_object_ref_identity(ray):
     assert ref.future().result(timeout=10) == 1
 
 
+def test_object_ref_task_and_job_ids_are_ray_id_objects(ray):
+    @ray.remote
+    def one():
+        return 1
+
+    ref = one.remote()
+    task_id = ref.task_id()
+    assert type(task_id).__name__ == "TaskID" and task_id == ray.TaskID(ref.binary()[:24])
+    assert task_id.hex() == ref.hex()[:48] and repr(task_id) == f"TaskID({task_id.hex()})"
+    assert type(ref.job_id()).__name__ == "JobID"
+    assert ref.job_id().hex() == ray.get_runtime_context().get_job_id()
+    assert ray.get(ref) == 1
+
+
 def test_await_object_ref(ray):
     import asyncio
 

@@ -111,14 +111,16 @@ class ObjectRef:
         return self._id.hex()
 
     def task_id(self):
-        """Hex id of the task that creates this object (the id's first 24 bytes)."""
-        return self._id[:24].hex()
+        """The :class:`TaskID` of the task that creates this object (the id's first 24 bytes),
+        as Ray's ``ObjectRef.task_id()``."""
+        return TaskID(self._id[:24])
 
     def is_nil(self):
         return not any(self._id)
 
     def job_id(self):
-        return None
+        """The :class:`JobID` of the job that created this object (as Ray's)."""
+        return JobID(self._id[20:24])
 
     def __eq__(self, other):
         return type(other) is type(self) and other._id == self._id

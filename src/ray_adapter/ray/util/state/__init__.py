@@ -150,8 +150,7 @@ def get_task(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # 
     if isinstance(id, str):
         task_id = id
     else:
-        task_id = id.task_id()
-        task_id = task_id if isinstance(task_id, str) else task_id.hex()
+        task_id = id.task_id().hex()
     found = _list("tasks", [("task_id", "=", task_id)], None, True)
     return found or None
 
