@@ -230,3 +230,23 @@ def test_a_call_goes_out_while_its_caller_computes_without_ever_blocking(ray):
     while time.monotonic() < end:
         pass
     assert ray.get(ref, timeout=30) - sent < 0.5, "the call waited for its caller to block"
+
+
+def test_an_actor_queued_behind_a_backlog_of_tasks_starts_with_the_next_free_cpu(ray, capfd):
+    @ray.remote
+    def work():
+        time.sleep(0.5)
+
+    @ray.remote(num_cpus=1)
+    class Actor:  # the same resources as the tasks, queued after all of them
+        def ping(self):
+            return "pong"
+
+    ray.get([work.remote() for _ in range(2)])
+    start = time.monotonic()
+    backlog = [work.remote() for _ in range(12)]  # 3 s on 2 CPUs
+    actor = Actor.remote()
+    assert ray.get(actor.ping.remote(), timeout=30) == "pong"
+    assert time.monotonic() - start < 2.0, "the actor waited for the whole backlog"
+    assert ray.get(backlog, timeout=60) == [None] * 12
+    assert "internal error" not in capfd.readouterr().err

@@ -109,7 +109,8 @@ class ActorManager(ActorCallsMixin):
         placement = actor.options.scheduling
         if actor.units and not rt.scheduler.feasible(actor.units, placement):
             rt.warn_infeasible(actor.options.class_name, actor.options.resources)
-        demand = Demand(self, actor, actor.units, placement)
+        # Its own line (Ray's actor creations are a scheduling class apart from tasks).
+        demand = Demand(self, actor, actor.units, placement, ("actor",) + tuple(sorted(actor.units.items())))
         grant = rt.scheduler.submit(demand)
         if grant is not None:
             self.on_grant(actor, grant)

@@ -9,9 +9,10 @@ caller to act on outside the lock (:meth:`Scheduler.run`).
 
 Where a demand may go is its :class:`~ray_adapter.core.scheduling.Placement`: any node (first
 that fits, head first), spread (round robin), node affinity, node labels, or a bundle of a
-placement group (:mod:`.group_placement`). Queues are FIFO per resource shape and placement:
-a demand never overtakes an earlier one of the same kind, while a small demand may start
-beside a large one that does not fit yet (as Ray's scheduling classes do).
+placement group (:mod:`.group_placement`). Queues are FIFO per resource shape and placement
+(actor creations apart from tasks): a demand never overtakes an earlier one of the same kind,
+while a small demand may start beside a large one that does not fit yet, and lines take turns
+at freed resources (as Ray's scheduling classes do).
 
 Thread-safety: all state is guarded by ``Scheduler._lock``, a leaf lock; any thread may call.
 """
@@ -202,7 +203,10 @@ class Scheduler:
 
     def _grant_waiting(self):
         """Place pending groups, then grant queued demands that fit now, oldest first within
-        a shape; failed demands come back with grant None (lock held)."""
+        a shape; a line that got resources and still waits goes to the back, so lines take
+        turns (an actor queued behind a backlog of tasks starts with the next CPU freed, as
+        Ray's scheduling classes share the node). Failed demands come back with grant None
+        (lock held)."""
         granted = []
         if self._pending_groups:
             nodes = self.live_nodes()
@@ -212,8 +216,10 @@ class Scheduler:
                     group.queued = False
                     group.state = "CREATED"
                     granted.append((group, None))
+        served = []
         for shape in list(self._queues):
             queue = self._queues[shape]
+            took = False
             while queue:
                 demand = queue[0]
                 grant = self._try(demand)
@@ -222,8 +228,13 @@ class Scheduler:
                 queue.popleft()
                 demand.queued = False
                 granted.append((demand, grant))
+                took = True
             if not queue:
                 del self._queues[shape]
+            elif took:
+                served.append(shape)
+        for shape in served:  # the next resources freed go to the other lines first
+            self._queues.move_to_end(shape)
         granted.sort(key=lambda pair: pair[0].seq)
         return granted
 

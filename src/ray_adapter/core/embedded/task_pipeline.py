@@ -75,7 +75,7 @@ class TaskPipelineMixin:
         messages = []
         for demand in demands:
             record = demand.holder
-            fits = (record is not None and self._pipelines(record)
+            fits = (demand.handler is self and self._pipelines(record)  # a task, not an actor
                     and _spec_key(rt.envs.spec_of(record.options.runtime_env)) == spec)
             messages.append(self._run_message(record, grant) if fits else None)
         back = []
