@@ -250,3 +250,39 @@ def test_an_actor_queued_behind_a_backlog_of_tasks_starts_with_the_next_free_cpu
     assert time.monotonic() - start < 2.0, "the actor waited for the whole backlog"
     assert ray.get(backlog, timeout=60) == [None] * 12
     assert "internal error" not in capfd.readouterr().err
+
+
+def test_a_task_of_another_function_does_not_wait_behind_a_backlog(ray):
+    @ray.remote
+    def work():
+        time.sleep(0.5)
+
+    @ray.remote
+    def other():
+        return "other"
+
+    ray.get([work.remote() for _ in range(2)] + [other.remote()])
+    start = time.monotonic()
+    backlog = [work.remote() for _ in range(12)]  # 3 s on 2 CPUs
+    assert ray.get(other.remote(), timeout=30) == "other"
+    assert time.monotonic() - start < 2.0, "other waited for work's whole backlog (Ray: 0.5 s)"
+    assert ray.get(backlog, timeout=60) == [None] * 12
+
+
+def test_a_line_of_brief_tasks_pipelined_beside_another_line_still_takes_turns(ray):
+    @ray.remote
+    def brief(i):
+        return i
+
+    @ray.remote
+    def other():
+        return "other"
+
+    ray.get([brief.remote(0) for _ in range(200)] + [other.remote()])
+    burst = [brief.remote(i) for i in range(8000)]
+    assert ray.get(other.remote(), timeout=60) == "other"
+    done, _ = ray.wait(burst, num_returns=len(burst), timeout=0)
+    # Brief tasks keep being pipelined while other waits, but only for a quantum: other runs
+    # long before the burst has drained.
+    assert len(done) < len(burst) * 0.9, f"other ran after {len(done)} of {len(burst)} brief tasks"
+    assert ray.get(burst, timeout=120) == list(range(8000))

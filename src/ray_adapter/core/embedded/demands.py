@@ -40,9 +40,11 @@ class Grant:
     """Resources granted on ``node``: ``units`` and device ids ``devices`` ({"GPU": [0]}),
     taken from ``pool`` (the node's resources, or a bundle's: then ``bundle`` is set)."""
 
-    __slots__ = ("node", "units", "devices", "lent", "pool", "bundle", "demand", "__weakref__")
+    __slots__ = ("node", "units", "devices", "lent", "pool", "bundle", "demand", "passes",
+                 "__weakref__")
 
     def __init__(self, node, units, devices, pool=None, bundle=None, demand=None):
+        self.passes = 0  # pipelining: tasks the lease passed to (task_pipeline)
         self.node = node
         self.units = units
         self.devices = devices

@@ -104,15 +104,18 @@ class Scheduler:
             demand.queued = True
             return None
 
-    def take_followers(self, shape, limit):
+    def take_followers(self, shape, limit, beside_others=False):
         """Pop up to ``limit`` of the oldest queued demands of ``shape`` to run under a lease
         their taker already has (pipelining), at most half of that line (the rest stays for
-        other workers), and none while other shapes or placement groups wait (the lease would
-        keep their resources from them). Returns a list, oldest first."""
+        other workers). None while placement groups wait, nor while other lines wait unless
+        ``beside_others`` (the taker's work is brief: the lease will soon come back to them).
+        Returns a list, oldest first."""
         with self._lock:
             queue = self._queues.get(shape)
-            if not queue or self._pending_groups or (
-                    len(self._queues) > 1 and any(q for k, q in self._queues.items() if k != shape)):
+            if not queue or self._pending_groups:
+                return []
+            if not beside_others and len(self._queues) > 1 and any(
+                    q for k, q in self._queues.items() if k != shape):
                 return []
             taken = []
             for _ in range(min(limit, (len(queue) + 1) // 2)):

@@ -10,8 +10,11 @@ back and forth), one after another, as soon as the one before ends. Several in f
 worker let the driver send them, and the worker return their results, in a few writes.
 
 Only plain tasks pipeline: default placement (no placement group, affinity or labels), no
-devices, not streaming, no ``max_calls``, the worker's runtime env; and only while no other
-shape of work and no placement group waits for resources (the lease would keep them from it).
+devices, not streaming, no ``max_calls``, the worker's runtime env; never while a placement
+group waits for resources, and while other lines (another function, another resource shape,
+an actor) wait only if this function's tasks are brief (:data:`QUICK_TASK_S`) and for a
+quantum of them (:data:`SHARED_QUANTUM`): the lease would otherwise keep the resources from
+them, while the scheduler lets lines take turns.
 Followers are given back (:class:`~.protocol.Release`; the worker answers
 :class:`~.protocol.Released` for each that had not started) when the running task blocks in
 a nested ``get``/``wait`` (it could be waiting for one of them), and whenever the scheduler is
@@ -24,6 +27,8 @@ started).
 Mixed into :class:`~ray_adapter.core.embedded.tasks.TaskManager`: records and ``worker.followers``
 are guarded by its lock; messages are queued under it and written after.
 """
+from time import monotonic as _monotonic
+
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.task_records import TaskState
@@ -31,6 +36,11 @@ from ray_adapter.core.embedded.task_support import assignment, device_env
 
 #: Followers one worker holds at most (tasks sent behind its running one).
 PIPELINE_DEPTH = 8
+#: While other lines wait, a lease keeps taking followers only if the last task of that
+#: function took less than this (seconds, from its start to its result here)...
+QUICK_TASK_S = 0.002
+#: ...and only for this many tasks; then it goes back to the scheduler (lines take turns).
+SHARED_QUANTUM = 16
 
 
 class TaskPipelineMixin:
@@ -68,7 +78,10 @@ class TaskPipelineMixin:
         if grant.devices or grant.bundle is not None or not self._pipelines(running):
             return
         room = PIPELINE_DEPTH - len(worker.followers)
-        demands = rt.scheduler.take_followers(running.demand.shape, room) if room > 0 else ()
+        # Beside other waiting lines only while this function's tasks are brief, and for a
+        # quantum of them: then the lease goes back and the lines take turns.
+        beside = self._brief.get(running.key, False) and grant.passes < SHARED_QUANTUM
+        demands = rt.scheduler.take_followers(running.demand.shape, room, beside) if room > 0 else ()
         if not demands:
             return
         spec = _spec_key(rt.envs.spec_of(running.options.runtime_env))
@@ -105,6 +118,8 @@ class TaskPipelineMixin:
         follower = followers.popleft()
         if not followers:
             self._followed.discard(worker)
+        grant.passes += 1
+        follower.started = _monotonic()
         self._releasing.discard(follower.task_id)  # started (or starting): a Release is moot
         follower.state = TaskState.RUNNING
         follower.grant = grant

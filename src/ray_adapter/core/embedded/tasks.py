@@ -23,11 +23,12 @@ submissions) and the object table's callbacks.
 import os
 import signal
 import threading
+from time import monotonic as _monotonic
 
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.scheduler import Demand
-from ray_adapter.core.embedded.task_pipeline import TaskPipelineMixin
+from ray_adapter.core.embedded.task_pipeline import QUICK_TASK_S, TaskPipelineMixin
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
 from ray_adapter.core.embedded.task_support import notice_worker_died, unschedulable_error
 
@@ -44,6 +45,7 @@ class TaskManager(TaskPipelineMixin):
         self._owned = {}            # owner worker -> ids of its unfinished tasks
         self._followed = set()      # workers with followers (worker.followers)
         self._releasing = set()     # ids of followers asked back (Release sent)
+        self._brief = {}            # function key -> its last task ran briefly (task_pipeline)
 
     # -- submission --------------------------------------------------------------------------
     def submit(self, key, args, deps, options, carried=(), owner=None):
@@ -101,7 +103,9 @@ class TaskManager(TaskPipelineMixin):
         placement = record.options.scheduling
         if record.units and not rt.scheduler.feasible(record.units, placement, record.shape.shape):
             rt.warn_infeasible(record.options.name, record.options.resources)
-        record.demand = Demand(self, record, record.units, placement, record.shape.shape)
+        # One line per function and resource shape (Ray's scheduling classes): a task of
+        # another function does not wait behind a backlog of this one.
+        record.demand = Demand(self, record, record.units, placement, (record.shape.shape, record.key))
         grant = rt.scheduler.submit(record.demand)
         if grant is not None:
             self.on_grant(record, grant)
@@ -152,6 +156,7 @@ class TaskManager(TaskPipelineMixin):
             cancelled = record.cancelled
             if not cancelled:
                 record.state = TaskState.RUNNING
+                record.started = _monotonic()
                 record.grant, record.worker = grant, worker
                 worker.task = record
                 worker.register(record.key, rt.functions[record.key])
@@ -197,6 +202,8 @@ class TaskManager(TaskPipelineMixin):
                 record.state = TaskState.FINISHED
                 self._tasks.pop(record.task_id, None)
         worker.calls[record.key] = worker.calls.get(record.key, 0) + 1
+        if grant is not None:  # it ran: is this function brief? (see task_pipeline)
+            self._brief[record.key] = _monotonic() - record.started < QUICK_TASK_S
         if follower is not None:
             self._lease_passed(worker, follower, grant)
         elif grant is not None:
