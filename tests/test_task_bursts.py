@@ -1,7 +1,8 @@
-"""Bursts of small tasks on the embedded runtime: several tasks pipelined to each worker, their
-results batched on the way back, and little per-task garbage for the driver's collector. Each
-test checks a behaviour a user could see (a deadlock, a lost order, a result held back, the
-driver's reads and memory), not a timing of the machine."""
+"""Bursts of small tasks on the embedded runtime: several tasks pipelined to each worker, calls
+and results travelling several per write, lines of work taking turns, and little per-task
+garbage for the driver's collector. Each test checks a behaviour a user could see (a deadlock,
+a lost order or result, a result held back, a starved line, the driver's reads and memory),
+not a timing of the machine."""
 import gc
 import time
 
@@ -112,8 +113,7 @@ def test_a_short_result_is_not_held_back_by_a_long_task_behind_it(ray1):
     time.sleep(0.1)
     # When blocker ends, sleep(0.6) starts with half the line behind it on its worker: tiny
     # and spin; the rest is cancelled before tiny runs, so no message from the driver comes
-    # to that worker while spin runs. tiny's result is batched while spin is queued behind
-    # it, but only briefly.
+    # to that worker while spin runs. tiny's result goes out before spin starts.
     refs = [sleep.remote(0.6), tiny.remote(), spin.remote(4.0)]
     rest = [tiny.remote(), tiny.remote()]
     time.sleep(0.7)
@@ -146,7 +146,8 @@ def test_results_of_a_burst_reach_the_driver_in_batches(ray):
         assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
     finally:
         channel.Channel._recv_into = original
-    # One read per result (or two) without batching; a few results per read with it.
+    # About one read per result with one task in flight per worker (0.5-0.6 before
+    # pipelining several); several results per read once workers run ahead of the driver.
     assert reads[0] / 2000 <= 0.3, f"{reads[0]} socket reads for 2000 results"
 
 
@@ -286,3 +287,84 @@ def test_a_line_of_brief_tasks_pipelined_beside_another_line_still_takes_turns(r
     # long before the burst has drained.
     assert len(done) < len(burst) * 0.9, f"other ran after {len(done)} of {len(burst)} brief tasks"
     assert ray.get(burst, timeout=120) == list(range(8000))
+
+
+def test_results_before_a_worker_exits_are_kept_and_nothing_runs_twice(ray1, tmp_path):
+    ray = ray1
+    log = tmp_path / "runs.log"
+
+    @ray.remote(max_retries=0)
+    def step(i, path):
+        with open(path, "a") as out:
+            out.write(f"{i}\n")
+        if i == 5:
+            import os
+
+            os._exit(1)  # the worker ends: results of the calls before must not go with it
+        return i
+
+    refs = [step.remote(i, str(log)) for i in range(12)]
+    results = []
+    for ref in refs:
+        try:
+            results.append(ray.get(ref, timeout=60))
+        except ray.exceptions.WorkerCrashedError:
+            results.append("crashed")
+    assert results == [0, 1, 2, 3, 4, "crashed", 6, 7, 8, 9, 10, 11]
+    assert sorted(int(x) for x in log.read_text().split()) == list(range(12))  # each once
+
+
+def test_actor_results_before_it_exits_are_kept(ray):
+    @ray.remote(max_restarts=0)
+    class Actor:
+        def short(self, i):
+            return i
+
+        def die(self):
+            import os
+
+            os._exit(1)
+
+    actor = Actor.remote()
+    ray.get(actor.short.remote(-1))
+    refs = [actor.short.remote(i) for i in range(5)] + [actor.die.remote()]
+    assert ray.get(refs[:5], timeout=60) == [0, 1, 2, 3, 4]
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(refs[5], timeout=60)
+
+
+def test_a_short_result_is_not_held_back_by_a_gil_holding_call_behind_it(ray1):
+    ray = ray1
+
+    @ray.remote
+    def work(n):
+        return sum(range(n))  # a C loop: holds its worker's GIL until it ends
+
+    ray.get(work.remote(0))
+    start = time.monotonic()
+    refs = [work.remote(0), work.remote(1), work.remote(60_000_000), work.remote(60_000_000)]
+    assert ray.get(refs[1], timeout=60) == 0
+    waited = time.monotonic() - start
+    long_done = ray.get(refs[2], timeout=60) and time.monotonic() - start
+    assert waited < long_done / 2, f"the short result came after {waited:.2f} s, the long one {long_done:.2f} s"
+    ray.get(refs, timeout=60)
+
+
+def test_followers_come_back_to_a_free_cpu_even_while_another_line_waits(ray):
+    @ray.remote
+    def sleep(t):
+        time.sleep(t)
+        return time.monotonic()
+
+    ray.get([sleep.remote(0) for _ in range(2)])
+    start = time.monotonic()
+    first, second = sleep.remote(0.3), sleep.remote(0.6)
+    long = sleep.remote(6)  # starts when first ends, with the shorts sent behind it
+    shorts = [sleep.remote(0) for _ in range(4)]
+    time.sleep(0.4)
+    waiting = sleep.options(num_gpus=1).remote(0)  # a line that never gets resources here
+    ends = ray.get(shorts, timeout=60)
+    assert max(ends) - start < 3.0, "shorts waited behind the 6 s task while a CPU was free"
+    ray.cancel(waiting)
+    ray.cancel(long, force=True)
+    assert ray.get([first, second], timeout=30)

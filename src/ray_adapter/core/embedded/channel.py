@@ -48,6 +48,10 @@ FLUSH_DELAY = 0.0005
 #: batched (thousands of ``.remote()`` calls in a loop); a later one is written at once by the
 #: posting thread (no delay, no kick).
 BURST_WINDOW = 0.0002
+#: A posting thread writes its channel's queue itself once this many pieces wait in it: the
+#: kick thread needs the GIL, so a driver that goes on into C code holding it leaves at most
+#: these frames waiting until it lets go (or blocks, or posts again).
+MAX_DEFERRED_PIECES = 32
 #: Descriptors per sendmsg at most; the receiver's ancillary buffer holds exactly this many.
 MAX_FDS = 32
 _COALESCE = 1 << 18  # join small pieces up to this many bytes into one write
@@ -318,25 +322,13 @@ class _Posted:
     def add(self, channel):
         now = _monotonic()
         last, channel._last_post = channel._last_post, now
-        if not getattr(_local, "self_flushing", False) and now - last > BURST_WINDOW:
-            channel.flush()  # not in a burst: write now, nothing to batch with
+        if not getattr(_local, "self_flushing", False) and (
+                now - last > BURST_WINDOW or len(channel._out) >= MAX_DEFERRED_PIECES):
+            channel.flush()  # not in a burst (nothing to batch with), or batch enough: write now
             return
         with self._cond:
             self._channels.add(channel)
             if self._armed or getattr(_local, "self_flushing", False):
-                return
-            self._armed = True
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True, name="ray-adapter-flush")
-                self._thread.start()
-            else:
-                self._cond.notify()
-
-    def arm(self, channel):
-        """Have ``channel`` flushed by the kick thread within FLUSH_DELAY, whoever posted."""
-        with self._cond:
-            self._channels.add(channel)
-            if self._armed:
                 return
             self._armed = True
             if self._thread is None:
@@ -374,13 +366,6 @@ def flushes_before_blocking():
     """Declare that the calling thread flushes posted frames itself before it blocks (a
     reader thread), so its posts need no kick."""
     _local.self_flushing = True
-
-
-def defer_posted(channel):
-    """Leave ``channel``'s posted frames for a later :func:`flush_posted` of this thread, or
-    the kick thread within FLUSH_DELAY seconds, whichever comes first (a self-flushing thread
-    batching a burst of results)."""
-    _posted.arm(channel)
 
 
 def flush_posted():

@@ -37,7 +37,7 @@ class Scheduler:
         self._queues = collections.OrderedDict()  # shape -> deque of Demand
         self._seq = itertools.count()
         self._spread = 0
-        self.spare = None  # called when nothing is queued after a run() (see run)
+        self.spare = None  # called after every run(): resources may be free (see run)
         self._feasible = {}  # resource shape -> feasible on some node (cleared as nodes change)
 
     @property
@@ -103,6 +103,11 @@ class Scheduler:
             queue.append(demand)
             demand.queued = True
             return None
+
+    def fits_now(self, units):
+        """Whether ``units`` (default placement) fit on some live node right now."""
+        with self._lock:
+            return any(n.alive and n.resources.fits(units) for n in self.nodes.values())
 
     def take_followers(self, shape, limit, beside_others=False):
         """Pop up to ``limit`` of the oldest queued demands of ``shape`` to run under a lease
@@ -242,15 +247,15 @@ class Scheduler:
         return granted
 
     def run(self, granted):
-        """Start (or fail) what a grant-returning call decided (call outside any lock). Then,
-        if nothing waits in any queue, :attr:`spare` is called: resources may be free that
-        work held back elsewhere (a pipelined follower) could use."""
+        """Start (or fail) what a grant-returning call decided (call outside any lock). Then
+        :attr:`spare` is called: resources may be free that no queued demand could take and
+        that work held back elsewhere (a pipelined follower) could use (:meth:`fits_now`)."""
         for demand, grant in granted:
             if grant is None and getattr(demand, "failure", None) is not None:
                 demand.fail(demand.failure)
             else:
                 demand.start(grant)
-        if self.spare is not None and not any(self._queues.values()):
+        if self.spare is not None:
             self.spare()
 
     def release(self, grant):

@@ -155,13 +155,16 @@ class TaskPipelineMixin:
         return asked
 
     def on_spare_resources(self):
-        """Nothing waits in the scheduler's queues after resources moved (a task ended, a CPU
-        was lent, an actor died, a node came...): followers waiting behind running tasks are
-        given back, so they run wherever resources are free now instead of waiting there."""
+        """Resources moved (a task ended, a CPU was lent, an actor died, a node came...) and
+        what no queued demand could take is free: followers waiting behind running tasks that
+        would fit there now are given back, so they run there instead of waiting (even while
+        other lines wait for something else, an infeasible GPU task, a busy custom resource)."""
         if not self._followed:
             return
+        fits_now = self.rt.scheduler.fits_now
         with self._lock:
-            asked = [w for w in list(self._followed) if self._release_followers_locked(w)]
+            asked = [w for w in list(self._followed)
+                     if w.followers and fits_now(w.followers[0].units) and self._release_followers_locked(w)]
         for worker in asked:
             worker.flush()
 

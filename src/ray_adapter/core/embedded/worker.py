@@ -19,22 +19,17 @@ import socket
 import sys
 import threading
 import traceback
-from time import monotonic as _monotonic
 
 from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
-from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, defer_posted, flush_posted,
+from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.execution import apply_env, restore_env
 
 
 _MAIN_THREAD = threading.main_thread()
-#: Results of main-thread work shorter than this (seconds) are batched while more is queued...
-BATCH_WORK_S = 0.0002
-#: ...up to this many at a time (then written, as after any longer call).
-BATCH_RESULTS = 16
 
 
 class Worker:
@@ -208,21 +203,15 @@ class Worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         threading.Thread(target=self.reader, name="ray-adapter-reader", daemon=True).start()
         flushes_before_blocking()
-        queue_get, pending = self.exec_queue.get, self.exec_queue.qsize
-        deferred, took = 0, 1.0
+        queue_get = self.exec_queue.get
         while True:
-            if took < BATCH_WORK_S and deferred < BATCH_RESULTS and pending():
-                # A burst of short calls: their results go out together, after at most
-                # BATCH_RESULTS of them or FLUSH_DELAY (the kick thread), not one write each.
-                deferred += 1
-                defer_posted(self.channel)
-            else:
-                deferred = 0
-                flush_posted()  # the result of the last call goes out before the next one runs
-                if not pending():
-                    executors.flush_std()  # a partial line of output shows when the work ends
+            # The result of the last call goes out before the next one runs: never held back
+            # by user code (a call that holds the GIL in C would keep any flusher thread out,
+            # and a process that ends in the next call would lose it).
+            flush_posted()
+            if self.exec_queue.empty():
+                executors.flush_std()  # a partial line of output shows when the work ends
             item = queue_get()
-            began = _monotonic()
             if item is None:
                 break
             message, buffers = item
@@ -236,7 +225,6 @@ class Worker:
             elif kind is protocol.CreateActor:
                 self.actor.create(message, buffers)
             del item, message, buffers
-            took = _monotonic() - began
         flush_posted()
         executors.flush_std()
 
