@@ -17,8 +17,10 @@ of results, thousands of ``.remote()`` calls) go out in a few large writes. A po
 flushed by the first of: any thread about to block (:func:`flush_posted` runs before every
 blocking receive, ``get`` and ``wait``), or the kick thread, at most :data:`FLUSH_DELAY` seconds
 later. Synchronous round trips pay no delay: the caller blocks right after posting. Threads
-that always flush before they block (readers: :func:`flushes_before_blocking`) do not arm the
-kick thread.
+that always flush before they block (readers, a worker's main thread:
+:func:`flushes_before_blocking`) do not arm the kick thread. The kick thread needs the GIL: a
+driver thread that goes on into C code holding it leaves up to :data:`MAX_DEFERRED_PIECES`
+frames waiting until it lets go; worker processes defer nothing (:func:`write_posts_at_once`).
 """
 import array
 import collections
@@ -323,7 +325,8 @@ class _Posted:
         now = _monotonic()
         last, channel._last_post = channel._last_post, now
         if not getattr(_local, "self_flushing", False) and (
-                now - last > BURST_WINDOW or len(channel._out) >= MAX_DEFERRED_PIECES):
+                not _bursts_deferred or now - last > BURST_WINDOW
+                or len(channel._out) >= MAX_DEFERRED_PIECES):
             channel.flush()  # not in a burst (nothing to batch with), or batch enough: write now
             return
         with self._cond:
@@ -366,6 +369,17 @@ def flushes_before_blocking():
     """Declare that the calling thread flushes posted frames itself before it blocks (a
     reader thread), so its posts need no kick."""
     _local.self_flushing = True
+
+
+_bursts_deferred = True
+
+
+def write_posts_at_once():
+    """In this process a post from a thread that does not flush before it blocks is written
+    at once, bursts included (worker processes: a result must never wait for the kick thread,
+    which a call holding the GIL in C keeps out, nor be lost if the process ends next)."""
+    global _bursts_deferred
+    _bursts_deferred = False
 
 
 def flush_posted():

@@ -24,7 +24,7 @@ from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
-                                                flushes_before_blocking)
+                                                flushes_before_blocking, write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.execution import apply_env, restore_env
 
@@ -339,6 +339,7 @@ def become_subreaper():
 def end_process(code):
     """Flush output, kill every process the tasks started (descendants, re-parented here as
     a subreaper), and exit now with ``code``."""
+    flush_posted()  # results and messages queued by this thread go out first
     executors.flush_std()
     try:
         import psutil
@@ -365,6 +366,7 @@ def main(argv=None):
     hook.install()
     become_subreaper()
     shm.raise_fd_limit()
+    write_posts_at_once()
     worker = Worker(fd)
     set_current(worker.core)
     import ray  # noqa: F401  - warm the proxy so the first task does not pay for it
