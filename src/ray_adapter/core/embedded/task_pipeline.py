@@ -17,10 +17,9 @@ quantum of them (:data:`SHARED_QUANTUM`): the lease would otherwise keep the res
 them, while the scheduler lets lines take turns.
 Followers are given back (:class:`~.protocol.Release`; the worker answers
 :class:`~.protocol.Released` for each that had not started) when the running task blocks in
-a nested ``get``/``wait`` (it could be waiting for one of them), and whenever the scheduler is
-left with nothing queued after resources moved (a task ended, a CPU was lent, an actor died:
-they then run wherever resources are free instead of behind a long task); they go back first
-in their line, in order. A follower that is cancelled is answered by the worker at once;
+a nested ``get``/``wait`` (it could be waiting for one of them), and whenever resources they
+fit are left free after resources moved (a task ended, a CPU was lent, an actor died: they
+then run there instead of behind a long task); they go back first in their line, in order. A follower that is cancelled is answered by the worker at once;
 those of a worker that dies are queued again, in order, without spending a retry (they never
 started).
 
