@@ -200,15 +200,9 @@ def test_a_burst_of_actor_calls_goes_out_in_batches(ray):
         writes[0] += 1
         return original(self, flags)
 
-    def call_after(seconds):  # a loop that does a little work per call, as real ones do
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
-        return counter.inc.remote()
-
     channel.Channel._drain = counting
     try:
-        refs = [call_after(0.00006) for _ in range(2000)]
+        refs = [counter.inc.remote() for _ in range(2000)]
     finally:
         channel.Channel._drain = original
     assert ray.get(refs, timeout=120) == list(range(101, 2101))  # in order, every one
@@ -273,6 +267,7 @@ def test_a_task_of_another_function_does_not_wait_behind_a_backlog(ray):
 def test_a_line_of_brief_tasks_pipelined_beside_another_line_still_takes_turns(ray):
     @ray.remote
     def brief(i):
+        time.sleep(0.0005)  # brief (under 2 ms), yet the burst outlasts its own submission
         return i
 
     @ray.remote
@@ -280,13 +275,13 @@ def test_a_line_of_brief_tasks_pipelined_beside_another_line_still_takes_turns(r
         return "other"
 
     ray.get([brief.remote(0) for _ in range(200)] + [other.remote()])
-    burst = [brief.remote(i) for i in range(8000)]
+    burst = [brief.remote(i) for i in range(4000)]
     assert ray.get(other.remote(), timeout=60) == "other"
     done, _ = ray.wait(burst, num_returns=len(burst), timeout=0)
     # Brief tasks keep being pipelined while other waits, but only for a quantum: other runs
     # long before the burst has drained.
-    assert len(done) < len(burst) * 0.9, f"other ran after {len(done)} of {len(burst)} brief tasks"
-    assert ray.get(burst, timeout=120) == list(range(8000))
+    assert len(done) < len(burst) * 0.8, f"other ran after {len(done)} of {len(burst)} brief tasks"
+    assert ray.get(burst, timeout=120) == list(range(4000))
 
 
 def test_results_before_a_worker_exits_are_kept_and_nothing_runs_twice(ray1, tmp_path):

@@ -77,6 +77,7 @@ class Channel:
         self._flushing = False
         self._closed = False
         self._last_post = 0.0  # time.monotonic() of the last post (burst detection)
+        self._deferred = False  # posted frames wait for a flush (a burst under way)
         self._rbuf = bytearray(_RECV_BUFFER)  # read ahead: bytes _rpos.._rend are unread
         self._rview = memoryview(self._rbuf)
         self._rpos = self._rend = 0
@@ -137,6 +138,7 @@ class Channel:
         socket takes them; if the peer stops reading, the rest is handed to a writer thread of
         this channel (which may wait) and the caller returns. A broken connection drops what
         is queued; the reader side reports the peer's exit."""
+        self._deferred = False
         with self._lock:
             if self._flushing or not self._out:
                 return
@@ -325,10 +327,11 @@ class _Posted:
         now = _monotonic()
         last, channel._last_post = channel._last_post, now
         if not getattr(_local, "self_flushing", False) and (
-                not _bursts_deferred or now - last > BURST_WINDOW
-                or len(channel._out) >= MAX_DEFERRED_PIECES):
+                not _bursts_deferred or len(channel._out) >= MAX_DEFERRED_PIECES
+                or (now - last > BURST_WINDOW and not channel._deferred)):
             channel.flush()  # not in a burst (nothing to batch with), or batch enough: write now
             return
+        channel._deferred = True  # a burst: later posts join it until it is written
         with self._cond:
             self._channels.add(channel)
             if self._armed or getattr(_local, "self_flushing", False):
