@@ -133,6 +133,13 @@ def test_method_exception_is_dual(ray):
         ray.get(bad.fail.remote())
     assert isinstance(info.value, ray.exceptions.RayTaskError)
     assert type(info.value).__name__ == "RayTaskError(KeyError)"
+    # Tracebacks and logs name it as Ray does; it still pickles (through its __reduce__).
+    assert f"{type(info.value).__module__}.{type(info.value).__qualname__}" == \
+        "ray.exceptions.RayTaskError(KeyError)"
+    import pickle
+
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is type(info.value) and isinstance(again, KeyError)
     assert ray.get(bad.ok.remote()) == "still alive"
 
 
