@@ -3,6 +3,7 @@ and results travelling several per write, lines of work taking turns, and little
 garbage for the driver's collector. Each test checks a behaviour a user could see (a deadlock,
 a lost order or result, a result held back, a starved line, the driver's reads and memory),
 not a timing of the machine."""
+import contextlib
 import gc
 import time
 
@@ -126,26 +127,34 @@ def test_a_short_result_is_not_held_back_by_a_long_task_behind_it(ray1):
     assert ray.get(blocker, timeout=30) is None
 
 
-def test_results_of_a_burst_reach_the_driver_in_batches(ray):
+@contextlib.contextmanager
+def _counted(method):
+    """Count the driver's calls of ``Channel.<method>`` while the block runs (yields a
+    one-item list holding the count)."""
     from ray_adapter.core.embedded import channel
 
+    original = getattr(channel.Channel, method)
+    calls = [0]
+
+    def counting(self, *args):
+        calls[0] += 1
+        return original(self, *args)
+
+    setattr(channel.Channel, method, counting)
+    try:
+        yield calls
+    finally:
+        setattr(channel.Channel, method, original)
+
+
+def test_results_of_a_burst_reach_the_driver_in_batches(ray):
     @ray.remote
     def noop():
         return None
 
     ray.get([noop.remote() for _ in range(100)])
-    reads = [0]
-    original = channel.Channel._recv_into
-
-    def counting(self, view):
-        reads[0] += 1
-        return original(self, view)
-
-    channel.Channel._recv_into = counting
-    try:
+    with _counted("_recv_into") as reads:
         assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
-    finally:
-        channel.Channel._recv_into = original
     # About one read per result with one task in flight per worker (0.5-0.6 before
     # pipelining several); several results per read once workers run ahead of the driver.
     assert reads[0] / 2000 <= 0.3, f"{reads[0]} socket reads for 2000 results"
@@ -180,8 +189,6 @@ def test_a_queued_task_costs_the_garbage_collector_few_objects(ray_module):
 
 
 def test_a_burst_of_actor_calls_goes_out_in_batches(ray):
-    from ray_adapter.core.embedded import channel
-
     @ray.remote
     class Counter:
         def __init__(self):
@@ -193,18 +200,8 @@ def test_a_burst_of_actor_calls_goes_out_in_batches(ray):
 
     counter = Counter.remote()
     ray.get([counter.inc.remote() for _ in range(100)])
-    writes = [0]
-    original = channel.Channel._drain
-
-    def counting(self, flags):
-        writes[0] += 1
-        return original(self, flags)
-
-    channel.Channel._drain = counting
-    try:
+    with _counted("_drain") as writes:
         refs = [counter.inc.remote() for _ in range(2000)]
-    finally:
-        channel.Channel._drain = original
     assert ray.get(refs, timeout=120) == list(range(101, 2101))  # in order, every one
     # One write per call without batching (1.00 before: a sendmsg each); with it, several
     # calls per write (0.03-0.1 here; up to ~0.5 on a loaded machine, where results coming

@@ -115,8 +115,7 @@ def _dual_class(cause_cls):
     try:
         return type(name, (RayTaskError, cause_cls), {
             "__init__": __init__, "__getattr__": __getattr__, "__reduce__": __reduce__,
-            # Ray's name in tracebacks and logs: ray.exceptions.RayTaskError(ZeroDivisionError)
-            # (pickled through __reduce__, never by this name).
+            # Ray's name in tracebacks (pickled through __reduce__, never by this name).
             "__str__": RayTaskError.__str__, "__module__": "ray.exceptions", "__qualname__": name,
         })
     except TypeError:  # e.g. a cause class with an incompatible instance layout
