@@ -234,6 +234,11 @@ class Channel:
                 raise ProtocolError(f"unknown buffer kind {kind}")
         return body, buffers
 
+    def buffered(self):
+        """True when bytes already read ahead wait in the read buffer (a ``recv`` may find a
+        whole frame there without touching the socket)."""
+        return self._rend > self._rpos
+
     def _take_fd(self):
         if not self._fds:
             raise ProtocolError("a shared buffer arrived without its file descriptor")

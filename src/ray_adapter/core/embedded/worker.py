@@ -1,9 +1,10 @@
 """Worker process of the embedded backend: ``python -m ray_adapter.core.embedded.worker FD``.
 
-Threads: the *reader* takes every message from the driver (one end of a socket pair, FD) and
-routes it: tasks, actor creation and calls of a synchronous actor go to the *main thread* (so a
-cancel can interrupt them with a signal); calls of a threaded actor to its thread pool, of an
-async actor to its event loop (:mod:`.executors`); replies to the requests the user's code
+Messages from the driver (one end of a socket pair, FD) are read by the *main thread* while it
+is idle and by the *reader* (helper) thread while it runs work (:mod:`.worker_reading`), and
+routed: tasks, actor creation and calls of a synchronous actor run in the main thread (so a
+cancel can interrupt them with a signal); calls of a threaded actor go to its thread pool, of
+an async actor to its event loop (:mod:`.executors`); replies to the requests the user's code
 made (nested ``ray.get``...) to :class:`~.worker_core.WorkerCore`.
 
 The worker is a child subreaper and leads its own process group: when the driver's end of the
@@ -26,6 +27,7 @@ from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking, write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
+from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import apply_env, restore_env
 
 
@@ -37,6 +39,7 @@ class Worker:
 
     def __init__(self, fd):
         self.channel = Channel(socket.socket(fileno=fd))
+        self.role = ReadRole(self.channel.sock)
         self.core = WorkerCore(self)
         self.channel.codec = WorkerCodec(self.core.block_released)
         self.blobs = {}                 # key -> pickled function / class, as registered
@@ -79,52 +82,58 @@ class Worker:
         """Queue ``message`` for the next batch (written before this process next blocks)."""
         self.channel.post(protocol.encode(message), buffers)
 
-    # -- driver messages (reader thread) -----------------------------------------------------
-    def reader(self):
-        flushes_before_blocking()
-        decode = protocol.worker_decoder.decode
+    # -- driver messages (whichever thread holds the read role) ------------------------------
+    def route(self, message, buffers):
+        """Act on one message from the driver; False for Exit (the process ends)."""
+        kind = type(message)
+        if kind is protocol.CallActor:
+            self.actor.accept(message, buffers)
+        elif kind is protocol.RunTask:
+            if message.streaming:  # before any ack for it can arrive
+                self.budget.open(message.task_id, message.backpressure)
+            with self.start_lock:
+                self.queued.add(message.task_id)
+            self.exec_queue.put((message, buffers))
+        elif kind is protocol.Release:
+            self.on_release(message.task_id)
+        elif kind is protocol.StreamAck:
+            (self.actor.budget if self.actor is not None else self.budget).ack(
+                message.task_id, message.consumed)
+        elif kind is protocol.Reply or kind is protocol.GetReply:
+            self.core.on_reply(message, buffers)
+        elif kind is protocol.Function:
+            self.blobs[message.key] = message.blob
+        elif kind is protocol.CreateActor:
+            # Route calls to a concurrent actor's executor from now on; they wait
+            # there until the constructor (run by the main thread) has finished.
+            self.actor = executors.ActorHost(self, message)
+            self.assignment = message.assignment
+            self.exec_queue.put((message, buffers))
+        elif kind is protocol.Cancel:
+            self.on_cancel(message.task_id, message.force)
+        elif kind is protocol.Init:
+            self.on_init(message)
+        elif kind is protocol.Exit:
+            self.exec_queue.put(None)
+            return False
+        return True
+
+    def receive(self):
+        """Read and act on the next message (the caller holds the read role); False after
+        Exit. The driver gone: nobody can receive results any more, the process ends."""
         try:
-            while True:
-                body, buffers = self.channel.recv()
-                message = decode(body)
-                kind = type(message)
-                if kind is protocol.CallActor:
-                    self.actor.accept(message, buffers)
-                elif kind is protocol.RunTask:
-                    if message.streaming:  # before any ack for it can arrive
-                        self.budget.open(message.task_id, message.backpressure)
-                    with self.start_lock:
-                        self.queued.add(message.task_id)
-                    self.exec_queue.put((message, buffers))
-                elif kind is protocol.Release:
-                    self.on_release(message.task_id)
-                elif kind is protocol.StreamAck:
-                    (self.actor.budget if self.actor is not None else self.budget).ack(
-                        message.task_id, message.consumed)
-                elif kind is protocol.Reply or kind is protocol.GetReply:
-                    self.core.on_reply(message, buffers)
-                elif kind is protocol.Function:
-                    self.blobs[message.key] = message.blob
-                elif kind is protocol.CreateActor:
-                    # Route calls to a concurrent actor's executor from now on; they wait
-                    # there until the constructor (run by the main thread) has finished.
-                    self.actor = executors.ActorHost(self, message)
-                    self.assignment = message.assignment
-                    self.exec_queue.put((message, buffers))
-                elif kind is protocol.Cancel:
-                    self.on_cancel(message.task_id, message.force)
-                elif kind is protocol.Init:
-                    self.on_init(message)
-                elif kind is protocol.Exit:
-                    self.exec_queue.put(None)
-                    return
-                del message, body, buffers  # do not keep the last payload alive
+            body, buffers = self.channel.recv()
+            return self.route(protocol.worker_decoder.decode(body), buffers)
         except ChannelClosed:
             pass
-        except BaseException:  # pragma: no cover - the reader must never die silently
+        except BaseException:  # pragma: no cover - a reading thread must never die silently
             traceback.print_exc()
-        # The driver is gone: nobody can receive results any more.
         end_process(1)
+
+    def reader(self):
+        """The helper: reads while the main thread runs work (see :mod:`.worker_reading`)."""
+        flushes_before_blocking()
+        self.role.serve(self.channel, self.receive)
 
     def on_init(self, message):
         if message.version != protocol.VERSION:
@@ -203,17 +212,30 @@ class Worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         threading.Thread(target=self.reader, name="ray-adapter-reader", daemon=True).start()
         flushes_before_blocking()
-        queue_get = self.exec_queue.get
+        self.serve()
+        flush_posted()
+        executors.flush_std()
+
+    def serve(self):
+        """The main loop: run the work queued for this thread, read the socket when idle."""
+        queue_get, queue_empty = self.exec_queue.get, self.exec_queue.empty
+        role = self.role
         while True:
             # The result of the last call goes out before the next one runs: never held back
             # by user code (a call that holds the GIL in C would keep any flusher thread out,
             # and a process that ends in the next call would lose it).
             flush_posted()
-            if self.exec_queue.empty():
+            if queue_empty():
                 executors.flush_std()  # a partial line of output shows when the work ends
+                if role.reclaim():  # idle: this thread reads until there is work
+                    while queue_empty():
+                        if not self.receive():
+                            return
+                    # the helper reads while it runs (for good: a concurrent actor's calls)
+                    role.start_work(self.channel.buffered(), self.actor is not None and self.actor.concurrent)
             item = queue_get()
             if item is None:
-                break
+                return
             message, buffers = item
             kind = type(message)
             if kind is protocol.RunTask:
@@ -225,8 +247,6 @@ class Worker:
             elif kind is protocol.CreateActor:
                 self.actor.create(message, buffers)
             del item, message, buffers
-        flush_posted()
-        executors.flush_std()
 
     @staticmethod
     def run_setup_hook():
