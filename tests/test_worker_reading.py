@@ -188,3 +188,24 @@ def test_a_killed_driver_ends_a_worker_running_a_long_task(tmp_path, mode):
             proc.kill()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_a_cancelled_follower_is_answered_while_its_worker_stays_busy(ray1):
+    ray = ray1
+
+    @ray.remote
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return "spun"
+
+    busy = spin.remote(6.0)
+    behind = [spin.remote(0) for _ in range(4)]  # pipelined to the busy worker
+    time.sleep(0.5)
+    begin = time.monotonic()
+    ray.cancel(behind[-1])
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(behind[-1], timeout=30)
+    assert time.monotonic() - begin < 3.0  # answered at once, not after the 6 s task
+    assert ray.get(busy, timeout=30) == "spun"

@@ -24,6 +24,8 @@ import os
 import select
 import threading
 
+from ray_adapter.core.embedded.channel import flush_posted
+
 
 class ReadRole:
     """The read role of one worker's channel (see the module notes)."""
@@ -85,6 +87,7 @@ class ReadRole:
         not ask for the role. Returns when ``receive()`` returns False (Exit)."""
         ready = self._ready.poll
         while True:
+            flush_posted()  # about to block: what this thread posted (a cancel's answer) goes
             for fd, _ in self._epoll.poll():
                 if fd == self._wake_r:
                     self._drain_wakes()
