@@ -144,6 +144,15 @@ def ray(request, monkeypatch):
     ray_module.shutdown()
 
 
+@pytest.fixture
+def ray1(ray):
+    """The proxy ``ray`` with a 1-CPU runtime: one task at a time, the rest queued or
+    pipelined to the busy worker."""
+    ray.shutdown()
+    ray.init(num_cpus=1)
+    return ray
+
+
 @pytest.fixture(params=BACKENDS)
 def ray_module(request, monkeypatch):
     """The proxy ``ray`` of each backend without starting anything (the test calls init)."""

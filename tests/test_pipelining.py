@@ -11,14 +11,6 @@ pytestmark = pytest.mark.embedded_only(
     "yr local mode enforces no CPU limit (tasks never queue), so no task waits behind another")
 
 
-@pytest.fixture
-def ray1(ray):
-    """The runtime with one CPU: one task at a time."""
-    ray.shutdown()
-    ray.init(num_cpus=1)
-    return ray
-
-
 def test_a_task_waiting_for_its_follower_does_not_deadlock(ray1):
     ray = ray1
 

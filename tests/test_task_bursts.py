@@ -13,14 +13,6 @@ pytestmark = pytest.mark.embedded_only(
     "pipelining and result batching are the embedded runtime's (yr schedules calls itself)")
 
 
-@pytest.fixture
-def ray1(ray):
-    """The runtime with one CPU: one task at a time, the rest queued or pipelined."""
-    ray.shutdown()
-    ray.init(num_cpus=1)
-    return ray
-
-
 def test_a_task_waiting_for_a_follower_further_down_its_line_does_not_deadlock(ray1):
     ray = ray1
 

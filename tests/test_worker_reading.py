@@ -1,9 +1,9 @@
-"""A worker's main thread reads its own socket while it is idle and lends the reading to its
-helper thread only when a message must be read while work runs (embedded runtime, see
-``worker_reading``). Each test checks what a user would see if a lend were missing: a cancel
-or a release never acted on, a nested ``get`` or a background thread's ``get`` that hangs, a
-worker left running after its driver was killed, plus that a plain task runs with no lend at
-all (the point of the design: no thread hand-off on the plain round trip)."""
+"""A worker's main thread reads its own socket while it is idle; while it runs work, its
+helper thread reads what arrives meanwhile (embedded runtime, see ``worker_reading``). Each
+test checks what a user would see if such a message were left unread: a cancel or a release
+never acted on, a background thread's ``get`` that hangs, a worker left running after its
+driver was killed; and that plain tasks run one at a time are read by the main thread alone
+(the point of the design: no thread hand-off on the plain round trip)."""
 import os
 import subprocess
 import sys
@@ -21,13 +21,6 @@ def _helper_reads():
     from ray_adapter.core import current
 
     return current()._worker.role.helper_reads
-
-
-@pytest.fixture
-def ray1(ray):
-    ray.shutdown()
-    ray.init(num_cpus=1)
-    return ray
 
 
 def test_plain_tasks_are_read_by_the_main_thread_and_a_nested_get_reply_by_the_helper(ray1):
