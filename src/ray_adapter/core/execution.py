@@ -84,6 +84,8 @@ def serialize_args(args, kwargs):
     :class:`errors.Unserializable` naming the first argument that fails."""
     from ray_adapter.core import serialization
 
+    if not args and not kwargs:
+        return serialization.NO_ARGS
     try:
         return serialization.dumps((args, kwargs))
     except Exception as exc:  # noqa: BLE001 - whatever the pickler raises

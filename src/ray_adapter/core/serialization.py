@@ -70,17 +70,33 @@ _FAST_TYPES = frozenset((type(None), bool, int, float, str, bytes))
 
 def _is_plain(value, depth=0):
     """True for values plain ``pickle`` handles exactly as cloudpickle would (builtins only),
-    so the much cheaper C pickler can serialize them (most task arguments are such)."""
+    so the much cheaper C pickler can serialize them (most task arguments are such). Loops,
+    not generator expressions: it runs for every argument tuple submitted."""
     kind = type(value)
     if kind in _FAST_TYPES:
         return True
     if depth > 2:
         return False
     if kind is tuple or kind is list:
-        return len(value) <= 16 and all(_is_plain(v, depth + 1) for v in value)
+        if len(value) > 16:
+            return False
+        for item in value:
+            if type(item) not in _FAST_TYPES and not _is_plain(item, depth + 1):
+                return False
+        return True
     if kind is dict:
-        return len(value) <= 16 and all(type(k) is str and _is_plain(v, depth + 1) for k, v in value.items())
+        if len(value) > 16:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _FAST_TYPES and not _is_plain(item, depth + 1)):
+                return False
+        return True
     return False
+
+
+#: The arguments of a call without any, ``((), {})``, serialized once (a Serialized is never
+#: changed once made: every call without arguments shares this one).
+NO_ARGS = Serialized(pickle.dumps(((), {}), protocol=5))
 
 
 # Where large buffers go in this process (set by a runtime that has a shared arena): a function

@@ -289,7 +289,7 @@ class ActorMethod:
         if dynamic:  # run through __ray_call__: the worker collects the generator's values
             args, name = (_generators.DynamicGeneratorCall(name, method=True),) + tuple(args), "__ray_call__"
         core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
-        with _Submitting(f"{handle._ray_meta.get('module')}.{handle._ray_class_name}.{self._method_name}"):
+        with _Submitting(self._call_name):
             try:
                 ids = core.submit_actor_task(handle._ray_actor_id, name, core_args, core_kwargs, opts)
             except core_errors.PendingCallsLimit as err:
@@ -297,6 +297,10 @@ class ActorMethod:
 
                 raise pending_calls_error(err, self._method_name, handle) from None
         return _wrap_returns(ids, opts.num_returns, core, opts.generator)
+
+    def _call_name(self):
+        handle = self._handle
+        return f"{handle._ray_meta.get('module')}.{handle._ray_class_name}.{self._method_name}"
 
     def bind(self, *args, **kwargs):
         """A lazy call of this method for a graph (mirrors ``ActorMethod.bind``): a

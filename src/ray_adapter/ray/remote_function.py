@@ -45,7 +45,8 @@ def _unserializable(err, call_name):
 
 class _Submitting:
     """``with _Submitting(name):`` -- core errors become Ray's exceptions; an argument that
-    cannot be serialized becomes Ray's ``TypeError`` naming the call."""
+    cannot be serialized becomes Ray's ``TypeError`` naming the call (``name``: a str, or a
+    callable that makes it, so that a call that succeeds does not build it)."""
 
     __slots__ = ("name",)
 
@@ -57,7 +58,8 @@ class _Submitting:
 
     def __exit__(self, kind, value, tb):
         if isinstance(value, core_errors.Unserializable):
-            raise _unserializable(value, self.name) from None
+            name = self.name
+            raise _unserializable(value, name if type(name) is str else name()) from None
         return translated.__exit__(kind, value, tb)
 
 

@@ -96,7 +96,8 @@ class ActorCallsMixin:
                 buffers = []
                 args = to_payload(call.args, buffers)
                 deps = [Dep(oid, to_payload(data, buffers))
-                        for oid, (data, _) in zip(call.deps, rt.objects.values(call.deps))]
+                        for oid, (data, _) in zip(call.deps, rt.objects.values(call.deps))] \
+                    if call.deps else []
                 actor.inflight[call.task_id] = call
                 worker.enqueue(protocol.CallActor(
                     call.task_id, call.method, args, deps, 1 if call.streaming else (call.num_returns or 1),

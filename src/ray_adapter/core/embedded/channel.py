@@ -331,15 +331,20 @@ class _Posted:
     def add(self, channel):
         now = _monotonic()
         last, channel._last_post = channel._last_post, now
-        if not getattr(_local, "self_flushing", False) and (
+        self_flushing = _local.self_flushing
+        if not self_flushing and (
                 not _bursts_deferred or len(channel._out) >= MAX_DEFERRED_PIECES
                 or (now - last > BURST_WINDOW and not channel._deferred)):
             channel.flush()  # not in a burst (nothing to batch with), or batch enough: write now
             return
         channel._deferred = True  # a burst: later posts join it until it is written
+        if channel in self._channels:
+            return  # a flush of it is due already (the kick is armed, or a self-flushing
+            # thread added it and writes it before it blocks); no lock: the flush takes the
+            # set before it writes, so frames queued before this check go with it
         with self._cond:
             self._channels.add(channel)
-            if self._armed or getattr(_local, "self_flushing", False):
+            if self._armed or self_flushing:
                 return
             self._armed = True
             if self._thread is None:
@@ -370,7 +375,11 @@ class _Posted:
 
 
 _posted = _Posted()
-_local = threading.local()
+class _ThreadFlags(threading.local):
+    self_flushing = False  # this thread flushes what it posted before it blocks
+
+
+_local = _ThreadFlags()
 
 
 def flushes_before_blocking():

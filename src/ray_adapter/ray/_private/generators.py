@@ -64,10 +64,11 @@ def wrap_returns(ids, generator, num_returns, core):
         from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator
 
         return ObjectRefGenerator(ObjectRef(ids[0], core, _add_ref=False))
+    if num_returns == 1:
+        return ObjectRef(ids[0], core, _add_ref=False)  # the core counted it
     if num_returns == 0:
         return None
-    refs = [ObjectRef(i, core, _add_ref=False) for i in ids]  # the core counted these
-    return refs[0] if num_returns == 1 else refs
+    return [ObjectRef(i, core, _add_ref=False) for i in ids]
 
 
 class DynamicGeneratorCall:
