@@ -216,7 +216,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     (also a ``TimeoutError``) when not ready in time, the task's ``RayTaskError`` (also an
     instance of the user's exception class) when it raised, ``RayActorError``/``ActorDiedError``
     for a dead actor, ``TaskCancelledError``, ``WorkerCrashedError`` and ``ObjectLostError``."""
-    if _is_generator(object_refs):
+    if type(object_refs) is not ObjectRef and _is_generator(object_refs):
         return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     try:
         refs, single = _check_refs(object_refs)
