@@ -374,11 +374,11 @@ class _Posted:
             self.flush()
 
 
-_posted = _Posted()
 class _ThreadFlags(threading.local):
     self_flushing = False  # this thread flushes what it posted before it blocks
 
 
+_posted = _Posted()
 _local = _ThreadFlags()
 
 
