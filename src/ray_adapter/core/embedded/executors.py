@@ -26,8 +26,8 @@ from ray_adapter.core import errors
 from ray_adapter.core.embedded import protocol, streaming
 from ray_adapter.core.embedded.channel import flush_posted
 from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flush_std,  # noqa: F401
-                                                loads_plain, pack_error, pack_results,
-                                                resolve_args, should_retry)
+                                                from_generator_function, loads_plain, pack_error,
+                                                pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call
 from ray_adapter.core.execution import (actor_method, apply_env, construct, intended_exit,  # noqa: F401
                                         task_failure)
@@ -148,8 +148,8 @@ class ActorHost:
                 reply = streaming.produce(w, task_id, name, result, self.budget,
                                           lambda: task_id in self.cancel_flags, w.actor_class_name)
             else:
-                reply = pack_results(result, message.num_returns, inspect.isgeneratorfunction(method),
-                                     name, w.actor_class_name)
+                reply = pack_results(result, message.num_returns,
+                                     from_generator_function(result, method), name, w.actor_class_name)
         except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
             reply, retryable = self._failure(exc, message)
         finally:
@@ -184,8 +184,9 @@ class ActorHost:
                         lambda: task_id in self.cancel_flags, self.worker.actor_class_name,
                         flush=self._schedule_flush)
                 else:
-                    reply = pack_results(result, message.num_returns, inspect.isgeneratorfunction(method),
-                                         name, self.worker.actor_class_name)
+                    reply = pack_results(result, message.num_returns,
+                                         from_generator_function(result, method), name,
+                                         self.worker.actor_class_name)
             except asyncio.CancelledError as exc:
                 # A cancelled stream reports RayTaskError(TaskCancelledError), a call plain
                 # TaskCancelledError, as Ray's async actors do.

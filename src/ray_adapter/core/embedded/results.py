@@ -3,6 +3,7 @@ packing its results or its failure into payloads, and the retry decision for an 
 
 Pure functions of the message and the value; any thread may call them.
 """
+import inspect
 import pickle
 import sys
 
@@ -10,6 +11,8 @@ from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.execution import split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
+
+_NO_ARGS_DATA = serialization.NO_ARGS.data  # the payload of a call without arguments
 
 loads_plain = pickle.loads
 
@@ -21,6 +24,8 @@ class Cancelled(BaseException):
 
 def resolve_args(payload, deps, buffers):
     """The call's ``(args, kwargs)``, top-level ref arguments replaced by their values."""
+    if not deps and payload.data == _NO_ARGS_DATA:
+        return (), {}
     args, kwargs = serialization.loads(from_payload(payload, buffers))
     if deps:
         values = {d.object_id: serialization.loads(from_payload(d.value, buffers)) for d in deps}
@@ -28,6 +33,13 @@ def resolve_args(payload, deps, buffers):
         if kwargs:
             kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
     return args, kwargs
+
+
+def from_generator_function(result, function):
+    """The ``generator_function`` flag :func:`pack_results` needs: only a generator result asks
+    whether ``function`` is a generator function (a check that costs more than the call of a
+    small function)."""
+    return inspect.isgenerator(result) and inspect.isgeneratorfunction(function)
 
 
 def pack_results(result, num_returns, generator_function=False, name="", actor_repr=None):

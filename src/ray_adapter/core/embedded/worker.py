@@ -12,7 +12,6 @@ socket closes, for whatever reason (even SIGKILL), the worker kills every proces
 started, then exits, so nothing is left behind.
 """
 import contextlib
-import inspect
 import os
 import queue
 import signal
@@ -306,7 +305,8 @@ class Worker:
                 if message.streaming:
                     self.budget.close(task_id)
             if not message.streaming:
-                reply = executors.pack_results(result, num_returns, inspect.isgeneratorfunction(fn), name)
+                reply = executors.pack_results(
+                    result, num_returns, executors.from_generator_function(result, fn), name)
         except (executors.Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
             reply = executors.pack_error(executors.cancelled_failure(exc, task_id, name))
