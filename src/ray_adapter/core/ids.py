@@ -16,6 +16,8 @@ WORKER_ID_SIZE = 28
 PLACEMENT_GROUP_ID_SIZE = 18
 
 _NO_ACTOR = b"\xff" * 12
+#: The 4-byte return-index suffixes of the first return ids (1, 2, ...), made once.
+_RETURN_INDEXES = tuple(i.to_bytes(4, "little") for i in range(1, 17))
 
 
 def random_id(size):
@@ -49,6 +51,10 @@ class IdFactory:
     @staticmethod
     def returns(task_id, count):
         """The ids of a task's ``count`` return values (index 1..count)."""
+        if count == 1:  # most calls: one return
+            return [task_id + _RETURN_INDEXES[0]]
+        if count <= len(_RETURN_INDEXES):
+            return [task_id + index for index in _RETURN_INDEXES[:count]]
         return [task_id + i.to_bytes(4, "little") for i in range(1, count + 1)]
 
     @staticmethod
