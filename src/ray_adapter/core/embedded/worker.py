@@ -220,10 +220,10 @@ class Worker:
         queue_get, queue_empty = self.exec_queue.get, self.exec_queue.empty
         role = self.role
         while True:
-            # The result of the last call goes out before the next one runs: never held back
-            # by user code (a call that holds the GIL in C would keep any flusher thread out,
-            # and a process that ends in the next call would lose it).
-            flush_posted()
+            # The last call's result goes out before the next call runs (a call holding the GIL
+            # in C keeps flusher threads out; a process ending in it would lose the result). Idle,
+            # this thread takes the read role back before it goes out (recv writes it), so the
+            # next task it brings at once is read here, not handed over by the helper.
             if queue_empty():
                 executors.flush_std()  # a partial line of output shows when the work ends
                 if role.reclaim():  # idle: this thread reads until there is work
@@ -232,6 +232,7 @@ class Worker:
                             return
                     # the helper reads while it runs (for good: a concurrent actor's calls)
                     role.start_work(self.channel.buffered(), self.actor is not None and self.actor.concurrent)
+            flush_posted()
             item = queue_get()
             if item is None:
                 return
