@@ -35,6 +35,9 @@ from ray_adapter.core.embedded.task_support import assignment, device_env
 
 #: Followers one worker holds at most (tasks sent behind its running one).
 PIPELINE_DEPTH = 8
+#: As its followers start, a worker's line is filled up again once this few are left: several
+#: are taken and sent at once (one scheduler pass, one write) instead of one per task done.
+REFILL_AT = PIPELINE_DEPTH // 2
 #: While other lines wait, a lease keeps taking followers only if the last task of that
 #: function took less than this (seconds, from its start to its result here)...
 QUICK_TASK_S = 0.002
@@ -136,10 +139,11 @@ class TaskPipelineMixin:
         return None
 
     def _lease_passed(self, worker, follower, grant):
-        """After :meth:`_pass_lease` (lock released): the follower is running; keep the line
-        behind it full."""
+        """After :meth:`_pass_lease` (lock released): the follower is running; fill the line
+        behind it up again once it is down to :data:`REFILL_AT`."""
         self.rt.events.running(follower.task_id, worker)
-        self._prefetch(worker, follower, grant)
+        if len(worker.followers) <= REFILL_AT:
+            self._prefetch(worker, follower, grant)
         worker.flush()
 
     def _release_followers_locked(self, worker):
