@@ -338,10 +338,10 @@ class _Posted:
             channel.flush()  # not in a burst (nothing to batch with), or batch enough: write now
             return
         channel._deferred = True  # a burst: later posts join it until it is written
-        if channel in self._channels:
-            return  # a flush of it is due already (the kick is armed, or a self-flushing
-            # thread added it and writes it before it blocks); no lock: the flush takes the
-            # set before it writes, so frames queued before this check go with it
+        if self._armed and channel in self._channels:
+            return  # the kick's flush of it is due (no lock: the kick disarms, then takes the
+            # set, then writes; a frame queued before this check goes with it). Not when only
+            # a self-flushing thread added it: that one may stay busy (a user's callback)
         with self._cond:
             self._channels.add(channel)
             if self._armed or self_flushing:
