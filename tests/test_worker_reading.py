@@ -202,3 +202,65 @@ def test_a_cancelled_follower_is_answered_while_its_worker_stays_busy(ray1):
         ray.get(behind[-1], timeout=30)
     assert time.monotonic() - begin < 3.0  # answered at once, not after the 6 s task
     assert ray.get(busy, timeout=30) == "spun"
+
+
+def test_a_result_is_not_held_back_by_a_callback_the_helper_runs(ray, tmp_path):
+    # A task leaves a done-callback on a ref's future; the reply comes while the task runs, so
+    # the worker's helper reads it and runs the callback, which here waits until the driver
+    # has the task's result. The result must go out without waiting for the callback.
+    flag = tmp_path / "driver-has-the-result"
+
+    @ray.remote
+    def value():
+        time.sleep(0.3)
+        return 1
+
+    @ray.remote
+    def task(refs, flag):
+        def callback(_future):
+            deadline = time.monotonic() + 30
+            while not os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        refs[0].future().add_done_callback(callback)
+        time.sleep(0.8)  # the reply arrives meanwhile
+        return "done"
+
+    ref = task.remote([value.remote()], str(flag))
+    try:
+        assert ray.get(ref, timeout=20) == "done"
+    finally:
+        flag.touch()
+
+
+OUTPUT_DRIVER = textwrap.dedent("""
+    import sys, ray
+    ray.init(num_cpus=1)
+
+    @ray.remote
+    def f():
+        sys.stdout.write("x" * 200_000)  # no newline: the rest is written once the task ended
+        return 1
+
+    assert ray.get(f.remote(), timeout=60) == 1
+    open(sys.argv[1], "w").close()
+""")
+
+
+def test_a_result_is_not_held_back_by_output_nobody_reads_yet(tmp_path):
+    # The driver's stdout is a pipe its reader leaves full for now: the task's result must not
+    # wait behind the worker's write of its last partial line.
+    script, done = tmp_path / "driver.py", tmp_path / "got-the-result"
+    script.write_text(OUTPUT_DRIVER)
+    proc = subprocess.Popen([sys.executable, str(script), str(done)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, RAY_BACKEND="yuanrong"))
+    try:
+        deadline = time.monotonic() + 30
+        while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        got = done.exists()
+    finally:
+        out, err = proc.communicate(timeout=60)  # read now: the worker's write can finish
+    assert got, err[-3000:]
+    assert "x" * 1000 in out

@@ -220,13 +220,13 @@ class Worker:
         queue_get, queue_empty = self.exec_queue.get, self.exec_queue.empty
         role = self.role
         while True:
-            # The last call's result goes out before the next call runs (a call holding the GIL
-            # in C keeps flusher threads out; a process ending in it would lose the result). Idle,
-            # this thread takes the read role back before it goes out (recv writes it), so the
-            # next task it brings at once is read here, not handed over by the helper.
+            # The last result goes out before the next call runs (worker_reading: the role is
+            # taken back first if free, never waited for with it unsent); idle, this thread reads.
             if queue_empty():
+                idle = role.reclaim(wait=False)
+                flush_posted()
                 executors.flush_std()  # a partial line of output shows when the work ends
-                if role.reclaim():  # idle: this thread reads until there is work
+                if idle or (idle is None and role.reclaim()):
                     while queue_empty():
                         if not self.receive():
                             return

@@ -16,6 +16,13 @@ A worker has two threads that can read its channel, never both at once (the hold
 Bytes the main thread read ahead (a burst written at once) are not a socket event: the main
 thread wakes the helper through a pipe when work starts with such bytes waiting.
 
+When work ends, the main thread takes the role back *before* its last result goes out, if the
+helper is not reading at that moment: the driver may answer with the next task at once (on a
+loaded machine, before this thread is idle again), and it is then read here, not handed over.
+It never waits for the role with the result unsent (the helper may be running a user's
+callback, as a future's done-callback), nor writes pending output first: the result goes out,
+then the output, then it waits for the role.
+
 State: ``token`` is held by the main thread while it reads (idle) and by the helper only while
 it reads a message during work; ``main_wants`` (the main thread asks the role back: the helper
 stops after the message it is reading) and ``permanent`` are written by the main thread.
@@ -59,15 +66,19 @@ class ReadRole:
         if read_ahead:
             self._wake()
 
-    def reclaim(self):
+    def reclaim(self, wait=True):
         """The main thread is idle: True once it is the reader again (after the message the
-        helper may be reading); False for a role lent for good."""
+        helper may be reading); False for a role lent for good. ``wait=False``: None, at once,
+        while the helper holds the role (it may be running a user callback); the socket stays
+        disarmed until the main thread calls again."""
         if self.permanent:
             return False
         if self.main_reading:
             return True
         self._epoll.modify(self._sock_fd, 0)
         if not self.token.acquire(False):
+            if not wait:
+                return None
             self.main_wants = True
             self.token.acquire()
             self.main_wants = False
