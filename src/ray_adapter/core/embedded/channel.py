@@ -24,10 +24,11 @@ frames waiting until it lets go; worker processes defer nothing (:func:`write_po
 """
 import array
 import collections
+import os
 import socket
 import struct
 import threading
-from time import monotonic as _monotonic
+from time import monotonic as _monotonic, sleep as _sleep
 
 from ray_adapter.core.shm import ShmBuffer
 
@@ -301,8 +302,6 @@ class Channel:
                 pass
         while self._fds:  # descriptors received but never claimed by a frame
             try:
-                import os
-
                 os.close(self._fds.popleft())
             except OSError:
                 pass
@@ -338,10 +337,8 @@ class _Posted:
             channel.flush()  # not in a burst (nothing to batch with), or batch enough: write now
             return
         channel._deferred = True  # a burst: later posts join it until it is written
-        if self._armed and channel in self._channels:
-            return  # the kick's flush of it is due (no lock: the kick disarms, then takes the
-            # set, then writes; a frame queued before this check goes with it). Not when only
-            # a self-flushing thread added it: that one may stay busy (a user's callback)
+        if self._armed and channel in self._channels:  # the kick writes it soon; lock-free: it
+            return  # disarms, then takes the set (not a self-flushing thread's: may stay busy)
         with self._cond:
             self._channels.add(channel)
             if self._armed or self_flushing:
@@ -362,13 +359,11 @@ class _Posted:
             channel.flush()
 
     def _run(self):
-        import time
-
         while True:
             with self._cond:
                 while not self._armed:
                     self._cond.wait()
-            time.sleep(FLUSH_DELAY)
+            _sleep(FLUSH_DELAY)
             with self._cond:
                 self._armed = False
             self.flush()
