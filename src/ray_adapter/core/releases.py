@@ -11,6 +11,8 @@ import queue
 import threading
 import traceback
 
+from ray_adapter.core.threads import start_daemon
+
 _STOP = object()
 
 
@@ -20,7 +22,7 @@ class DeferredReleases:
     def __init__(self, lock=None, name="ray-adapter-refs"):
         self._lock = lock if lock is not None else contextlib.nullcontext()
         self._queue = queue.SimpleQueue()
-        threading.Thread(target=self._loop, daemon=True, name=name).start()
+        start_daemon(self._loop, name)
 
     def put(self, release, target):
         """Queue ``release(target)``; safe to call from ``__del__`` and finalizers."""

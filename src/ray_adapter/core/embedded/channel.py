@@ -31,6 +31,7 @@ import threading
 from time import monotonic as _monotonic, sleep as _sleep
 
 from ray_adapter.core.shm import ShmBuffer
+from ray_adapter.core.threads import start_daemon
 
 _HEADER = struct.Struct("!II")   # body length, number of buffers
 _BUF = struct.Struct("!BQ")      # buffer kind, length in bytes
@@ -184,8 +185,7 @@ class Channel:
                 else:
                     segments.appendleft([memoryview(data).cast("B")[sent:], None, keep])
             if flags & _MSG_DONTWAIT:  # the peer is not reading now: a writer thread finishes
-                threading.Thread(target=self._drain, args=(_MSG_NOSIGNAL,), daemon=True,
-                                 name="ray-adapter-channel-writer").start()
+                start_daemon(self._drain, "ray-adapter-channel-writer", (_MSG_NOSIGNAL,))
                 return
 
     # -- receiving ---------------------------------------------------------------------------
@@ -345,8 +345,7 @@ class _Posted:
                 return
             self._armed = True
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True, name="ray-adapter-flush")
-                self._thread.start()
+                self._thread = start_daemon(self._run, "ray-adapter-flush")
             else:
                 self._cond.notify()
 

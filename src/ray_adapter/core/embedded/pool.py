@@ -32,6 +32,7 @@ from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
                                                 flushes_before_blocking)
 from ray_adapter.core.embedded.zygote import Zygote
+from ray_adapter.core.threads import blocking_signals, start_daemon
 
 #: Extra idle workers kept per node beyond its CPU count before idle ones are retired.
 IDLE_WORKER_SLACK = 2
@@ -149,8 +150,7 @@ class WorkerPool:
         if closed:
             worker.send(protocol.Exit())
             worker.state = WorkerState.RETIRED
-        threading.Thread(target=self._reader, args=(worker,), daemon=True,
-                         name=f"ray-adapter-worker-{proc.pid}").start()
+        start_daemon(self._reader, f"ray-adapter-worker-{proc.pid}", (worker,))
         return worker
 
     def _fork(self):
@@ -201,7 +201,8 @@ class WorkerPool:
         thread = threading.Thread(target=run, daemon=True, name="ray-adapter-prestart")
         with self._lock:
             self._prestarting.append(thread)
-        thread.start()
+        with blocking_signals():
+            thread.start()
 
     # -- reuse -------------------------------------------------------------------------------
     def take(self, node, spec=None):

@@ -10,6 +10,8 @@ import threading
 import time
 import traceback
 
+from ray_adapter.core.threads import start_daemon
+
 
 class Timer:
     __slots__ = ("cancelled",)
@@ -38,8 +40,7 @@ class Timers:
                 return timer
             heapq.heappush(self._heap, (due, next(self._seq), timer, callback))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True, name="ray-adapter-timers")
-                self._thread.start()
+                self._thread = start_daemon(self._run, "ray-adapter-timers")
             elif self._heap[0][2] is timer:
                 self._cond.notify()
         return timer

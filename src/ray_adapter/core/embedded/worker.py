@@ -28,6 +28,7 @@ from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_pos
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import apply_env, restore_env
+from ray_adapter.core.threads import start_daemon
 
 
 _MAIN_THREAD = threading.main_thread()
@@ -103,8 +104,7 @@ class Worker:
         elif kind is protocol.Function:
             self.blobs[message.key] = message.blob
         elif kind is protocol.CreateActor:
-            # Route calls to a concurrent actor's executor from now on; they wait
-            # there until the constructor (run by the main thread) has finished.
+            # Calls go to a concurrent actor's executor now (they wait for the constructor).
             self.actor = executors.ActorHost(self, message)
             self.assignment = message.assignment
             self.exec_queue.put((message, buffers))
@@ -209,7 +209,7 @@ class Worker:
     def run(self):
         signal.signal(signal.SIGUSR1, self._on_sigusr1)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        threading.Thread(target=self.reader, name="ray-adapter-reader", daemon=True).start()
+        start_daemon(self.reader, "ray-adapter-reader")
         flushes_before_blocking()
         self.serve()
         flush_posted()

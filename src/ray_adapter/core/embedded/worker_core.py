@@ -29,6 +29,7 @@ from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.worker_queries import ClusterQueriesMixin
 from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
+from ray_adapter.core.threads import start_daemon
 
 # (task_id, task_name, actor_id) of the call running in this thread / coroutine.
 current_call = contextvars.ContextVar("ray_adapter_current_call", default=(None, "", None))
@@ -63,7 +64,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         self._ref_lock = threading.Lock()  # guards both counts and the order of their messages
         self._obj_counts = {}     # object id -> ObjectRefs to it in this process
         self._handle_counts = {}  # actor id -> handles to it in this process
-        threading.Thread(target=self.ref_loop, daemon=True, name="ray-adapter-refs").start()
+        start_daemon(self.ref_loop, "ray-adapter-refs")
 
     # -- request / reply ---------------------------------------------------------------------
     def _call(self, build, callback=None):

@@ -229,7 +229,9 @@ class Zygote:
         self._spawning = {}                  # request id -> [Event, pid]
         self._procs = {}                     # pid -> ForkedProcess (its exit is reported after the pid)
         self.alive = True
-        threading.Thread(target=self._reader, daemon=True, name="ray-adapter-zygote").start()
+        from ray_adapter.core.threads import start_daemon  # driver side (the template: stdlib)
+
+        start_daemon(self._reader, "ray-adapter-zygote")
 
     def spawn(self, fd, env=None, cwd=None, path=None):
         """Fork a worker on ``fd`` (its end of a socket pair; the caller closes its copy after);

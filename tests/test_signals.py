@@ -1,0 +1,58 @@
+"""Signals reach the program's main thread: the runtime's own threads block the ones programs
+handle (Ctrl-C, SIGTERM handlers, a worker's cancel), so a driver sleeping in ``time.sleep``
+is interrupted at once, never when the sleep ends (embedded runtime's threads)."""
+import signal
+import threading
+
+import pytest
+
+pytestmark = pytest.mark.embedded_only("the embedded runtime's threads")
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD)
+
+
+def _blocked(native_id):
+    """The signals thread ``native_id`` of this process blocks (from /proc)."""
+    with open(f"/proc/self/task/{native_id}/status") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk:"))
+    return {sig for sig in signal.Signals if mask & (1 << (sig - 1))}
+
+
+def test_the_drivers_runtime_threads_leave_signals_to_the_main_thread(ray):
+    @ray.remote
+    def f():
+        return 1
+
+    @ray.remote
+    class A:
+        def m(self):
+            return 2
+
+    a = A.remote()
+    assert ray.get([f.remote() for _ in range(50)] + [a.m.remote()]) == [1] * 50 + [2]
+    threads = [t for t in threading.enumerate() if t.name.startswith("ray-adapter")]
+    assert any(t.name.startswith("ray-adapter-worker-") for t in threads), threads
+    for thread in threads:
+        assert set(HANDLED) <= _blocked(thread.native_id), thread.name
+    assert signal.SIGINT not in _blocked(threading.main_thread().native_id)
+
+
+def test_a_workers_runtime_threads_leave_signals_to_its_main_thread(ray):
+    @ray.remote
+    def blocked_in_runtime_threads():
+        import signal as sig
+        import threading as th
+
+        def blocked(native_id):
+            with open(f"/proc/self/task/{native_id}/status") as status:
+                mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk:"))
+            return sorted(int(s) for s in sig.Signals if mask & (1 << (s - 1)))
+
+        return ({t.name: blocked(t.native_id) for t in th.enumerate() if t.name.startswith("ray-adapter")},
+                blocked(th.get_native_id()))  # a task runs in the worker's main thread
+
+    threads, main = ray.get(blocked_in_runtime_threads.remote())
+    assert "ray-adapter-reader" in threads and "ray-adapter-refs" in threads, threads
+    for name, blocked in threads.items():
+        assert {int(s) for s in HANDLED} <= set(blocked), name
+    assert int(signal.SIGUSR1) not in main  # a cancel interrupts the task's thread
