@@ -56,3 +56,33 @@ def test_a_workers_runtime_threads_leave_signals_to_its_main_thread(ray):
     for name, blocked in threads.items():
         assert {int(s) for s in HANDLED} <= set(blocked), name
     assert int(signal.SIGUSR1) not in main  # a cancel interrupts the task's thread
+
+
+def test_a_worker_started_from_a_runtime_thread_takes_signals(ray1):
+    # A process inherits the signal mask of the thread that starts it: a worker the driver's
+    # reader thread starts (granted when the task before it ends) must not keep SIGUSR1
+    # (cancel), SIGTERM... blocked, nor must the workers its template forks.
+    ray = ray1
+
+    @ray.remote
+    def hold(seconds):
+        import time
+
+        time.sleep(seconds)
+
+    @ray.remote
+    def main_thread_blocks():
+        import signal as sig
+        import threading as th
+
+        with open(f"/proc/self/task/{th.get_native_id()}/status") as status:
+            mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk:"))
+        return sorted(int(s) for s in sig.Signals if mask & (1 << (s - 1)))
+
+    first = hold.remote(0.5)
+    # Another runtime env: a worker of its own, started once ``first`` frees the one CPU.
+    in_env = main_thread_blocks.options(runtime_env={"env_vars": {"SIGNALS_TEST": "1"}}).remote()
+    forked = main_thread_blocks.remote()  # a worker forked by the template
+    ray.get(first)
+    for blocked in ray.get([in_env, forked], timeout=60):
+        assert not {int(s) for s in HANDLED} & set(blocked), blocked

@@ -19,6 +19,12 @@ BLOCKED = frozenset(getattr(signal, name) for name in (
     "SIGWINCH") if hasattr(signal, name))
 
 
+def unblock_signals():
+    """Unblock :data:`BLOCKED` in the calling thread. A process inherits the mask of the thread
+    that starts it: the runtime's processes (worker, template) call this first thing."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, BLOCKED)
+
+
 @contextlib.contextmanager
 def blocking_signals():
     """Threads started inside this block block :data:`BLOCKED` (the calling thread blocks

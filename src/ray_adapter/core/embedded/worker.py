@@ -28,7 +28,7 @@ from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_pos
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import apply_env, restore_env
-from ray_adapter.core.threads import start_daemon
+from ray_adapter.core.threads import start_daemon, unblock_signals
 
 
 _MAIN_THREAD = threading.main_thread()
@@ -376,10 +376,10 @@ def end_process(code):
 
 
 def main(argv=None):
+    unblock_signals()  # started (or its template) by any thread of the driver
     argv = sys.argv[1:] if argv is None else argv
     fd = int(argv[0])
-    # Functions that reference ``ray`` must unpickle here: serve the proxy even if the
-    # interpreter skipped .pth files.
+    # Functions that reference ``ray`` unpickle here: the proxy, even where .pth files are skipped.
     os.environ["RAY_BACKEND"] = "yuanrong"
     from ray_adapter import hook
     from ray_adapter.core import set_current

@@ -61,6 +61,9 @@ def _recv_exact(sock, n, fds):
 
 # ====================================================================== the template process
 def main(argv=None):
+    from ray_adapter.core.threads import unblock_signals
+
+    unblock_signals()  # started by any thread of the driver: its children take signals
     argv = sys.argv[1:] if argv is None else argv
     ctl = socket.socket(fileno=int(argv[0]))
     os.environ["RAY_BACKEND"] = "yuanrong"
