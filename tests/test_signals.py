@@ -9,6 +9,10 @@ import pytest
 pytestmark = pytest.mark.embedded_only("the embedded runtime's threads")
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD)
+#: The names of the embedded runtime's own threads (in the driver and in a worker).
+RUNTIME_THREADS = ("ray-adapter-worker-", "ray-adapter-flush", "ray-adapter-zygote",
+                   "ray-adapter-timers", "ray-adapter-refs", "ray-adapter-channel-writer",
+                   "ray-adapter-prestart", "ray-adapter-reader")
 
 
 def _blocked(native_id):
@@ -30,7 +34,7 @@ def test_the_drivers_runtime_threads_leave_signals_to_the_main_thread(ray):
 
     a = A.remote()
     assert ray.get([f.remote() for _ in range(50)] + [a.m.remote()]) == [1] * 50 + [2]
-    threads = [t for t in threading.enumerate() if t.name.startswith("ray-adapter")]
+    threads = [t for t in threading.enumerate() if t.name.startswith(RUNTIME_THREADS)]
     assert any(t.name.startswith("ray-adapter-worker-") for t in threads), threads
     for thread in threads:
         assert set(HANDLED) <= _blocked(thread.native_id), thread.name
@@ -39,7 +43,7 @@ def test_the_drivers_runtime_threads_leave_signals_to_the_main_thread(ray):
 
 def test_a_workers_runtime_threads_leave_signals_to_its_main_thread(ray):
     @ray.remote
-    def blocked_in_runtime_threads():
+    def blocked_in_runtime_threads(names):
         import signal as sig
         import threading as th
 
@@ -48,10 +52,10 @@ def test_a_workers_runtime_threads_leave_signals_to_its_main_thread(ray):
                 mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk:"))
             return sorted(int(s) for s in sig.Signals if mask & (1 << (s - 1)))
 
-        return ({t.name: blocked(t.native_id) for t in th.enumerate() if t.name.startswith("ray-adapter")},
+        return ({t.name: blocked(t.native_id) for t in th.enumerate() if t.name.startswith(names)},
                 blocked(th.get_native_id()))  # a task runs in the worker's main thread
 
-    threads, main = ray.get(blocked_in_runtime_threads.remote())
+    threads, main = ray.get(blocked_in_runtime_threads.remote(RUNTIME_THREADS))
     assert "ray-adapter-reader" in threads and "ray-adapter-refs" in threads, threads
     for name, blocked in threads.items():
         assert {int(s) for s in HANDLED} <= set(blocked), name
