@@ -75,6 +75,7 @@ class Channel:
     def __init__(self, sock):
         self.sock = sock
         self._lock = threading.Lock()     # leaf lock: guards _segments, _flushing, _closed
+        self._written = threading.Condition(self._lock)  # a flush ended (wait_written)
         self._out = collections.deque()  # [data, fd or None] pieces of queued frames
         self._flushing = False
         self._closed = False
@@ -119,6 +120,14 @@ class Channel:
                 pieces = encoded
             self._out.extend(pieces)
 
+    def wait_written(self):
+        """:meth:`flush`, then block until what was queued is written, also by another thread
+        that holds the flushing role now (or the channel closed)."""
+        self.flush()
+        with self._lock:
+            while self._flushing and not self._closed:  # it writes until the queue is empty
+                self._written.wait()
+
     def send(self, body, buffers=()):
         """:meth:`enqueue` then :meth:`flush`."""
         self.enqueue(body, buffers)
@@ -154,6 +163,7 @@ class Channel:
             with self._lock:
                 if not segments:
                     self._flushing = False
+                    self._written.notify_all()
                     return
                 data, fd, keep = segments.popleft()
                 if fd is None and len(data) < _COALESCE and segments and segments[0][1] is None:
@@ -176,6 +186,7 @@ class Channel:
                     self._closed = True
                     segments.clear()
                     self._flushing = False
+                    self._written.notify_all()
                 return
             if sent == len(data):
                 continue
@@ -295,6 +306,7 @@ class Channel:
         with self._lock:
             self._closed = True
             self._out.clear()
+            self._written.notify_all()
         for closer in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
             try:
                 closer()

@@ -233,6 +233,7 @@ class Worker:
                     # the helper reads while it runs (for good: a concurrent actor's calls)
                     role.start_work(self.channel.buffered(), self.actor is not None and self.actor.concurrent)
             flush_posted()
+            self.channel.wait_written()  # also what the helper's flush took (the next call may exit)
             item = queue_get()
             if item is None:
                 return
