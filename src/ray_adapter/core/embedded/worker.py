@@ -220,8 +220,7 @@ class Worker:
         queue_get, queue_empty = self.exec_queue.get, self.exec_queue.empty
         role = self.role
         while True:
-            # The last result goes out before the next call runs (worker_reading: the role is
-            # taken back first if free, never waited for with it unsent); idle, this thread reads.
+            # The last result goes out before the next call runs (see worker_reading); idle, read.
             if queue_empty():
                 idle = role.reclaim(wait=False)
                 flush_posted()
