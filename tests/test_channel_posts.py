@@ -5,6 +5,7 @@ import socket
 import threading
 
 from ray_adapter.core.embedded import channel as ch
+from ray_adapter.core.embedded import posts
 
 
 def _pair():
@@ -35,11 +36,11 @@ def test_a_users_post_is_not_left_to_a_busy_reader_thread():
     posted, release = threading.Event(), threading.Event()
 
     def busy_reader():
-        ch.flushes_before_blocking()
+        posts.flushes_before_blocking()
         sender.post(b"from the reader")
         posted.set()
         release.wait(10)  # busy until the user's frame arrived (or 10 s)
-        ch.flush_posted()  # what it does before its next recv
+        posts.flush_posted()  # what it does before its next recv
 
     thread = threading.Thread(target=busy_reader, daemon=True)
     thread.start()

@@ -24,7 +24,7 @@ import threading
 
 from ray_adapter.core import errors
 from ray_adapter.core.embedded import protocol, streaming
-from ray_adapter.core.embedded.channel import flush_posted
+from ray_adapter.core.embedded.posts import flush_posted
 from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flush_std,  # noqa: F401
                                                 from_generator_function, loads_plain, pack_error,
                                                 pack_results, resolve_args, should_retry)

@@ -36,7 +36,7 @@ from _thread import allocate_lock as _allocate_lock
 import traceback
 
 from ray_adapter.core import errors
-from ray_adapter.core.embedded.channel import flush_posted
+from ray_adapter.core.embedded.posts import flush_posted
 from ray_adapter.core.embedded.object_holders import HoldersMixin
 from ray_adapter.core.execution import wait_seconds
 

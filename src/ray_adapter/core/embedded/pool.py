@@ -29,8 +29,8 @@ import traceback
 from ray_adapter.core import ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import DriverCodec, Pins
-from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
-                                                flushes_before_blocking)
+from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking
 from ray_adapter.core.embedded.zygote import Zygote
 from ray_adapter.core.threads import blocking_signals, start_daemon
 

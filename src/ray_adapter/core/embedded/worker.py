@@ -23,8 +23,8 @@ import traceback
 from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
-from ray_adapter.core.embedded.channel import (Channel, ChannelClosed, flush_posted,
-                                                flushes_before_blocking, write_posts_at_once)
+from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking, write_posts_at_once
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import apply_env, restore_env

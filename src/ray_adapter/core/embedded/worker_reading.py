@@ -31,7 +31,7 @@ import os
 import select
 import threading
 
-from ray_adapter.core.embedded.channel import flush_posted
+from ray_adapter.core.embedded.posts import flush_posted
 
 
 class ReadRole:
