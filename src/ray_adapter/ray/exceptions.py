@@ -213,18 +213,6 @@ class UserCodeException(RayError):
     """Raised for errors in user code run by the runtime (wrapping only)."""
 
 
-class ObjectStoreFullError(RayError):
-    """The object store has no room for a new object."""
-
-    def __str__(self):
-        return (super().__str__() + "\nThe local object store is full of objects that are still "
-                "in scope and cannot be evicted.")
-
-
-class OutOfDiskError(RayError):
-    """The local disk is full."""
-
-
 class OutOfMemoryError(RayError):
     """The node ran out of memory and killed the task's worker."""
 
@@ -247,53 +235,8 @@ class NodeDiedError(RayError):
         return self.message
 
 
-class ObjectLostError(RayError):
-    """The object's value cannot be retrieved."""
-
-    reason = "All copies of the object have been lost."
-
-    def __init__(self, object_ref_hex, owner_address=None, call_site=""):
-        self.object_ref_hex = object_ref_hex
-        self.owner_address = owner_address
-        self.call_site = call_site
-        super().__init__(object_ref_hex, owner_address, call_site)
-
-    def __str__(self):
-        return f"Failed to retrieve object {self.object_ref_hex}.\n\n{self.reason}"
-
-
-class ObjectFetchTimedOutError(ObjectLostError):
-    reason = "Fetch for the object timed out because no locations were found for it."
-
-
-class ObjectFreedError(ObjectLostError):
-    reason = "The object was freed and its value is no longer available."
-
-
-class ReferenceCountingAssertionError(ObjectLostError, AssertionError):
-    reason = "The object has already been deleted by the reference counting protocol."
-
-
-class OwnerDiedError(ObjectLostError):
-    reason = ("The object's owner has exited. This is the Python worker that first created the "
-              "ObjectRef via `.remote()` or `ray.put()`.")
-
-
-class ObjectReconstructionFailedError(ObjectLostError):
-    reason = "The object cannot be reconstructed."
-
-    def __init__(self, object_ref_hex, reason=None, reason_message=None, owner_address=None, call_site=""):
-        super().__init__(object_ref_hex, owner_address, call_site)
-        if reason_message:
-            self.reason = reason_message
-
-
 class GetTimeoutError(RayError, TimeoutError):
     """``ray.get`` (or ``ray.wait``-based helpers) timed out; also a builtin ``TimeoutError``."""
-
-
-class PlasmaObjectNotAvailable(RayError):
-    """The object is not yet available in the local object store."""
 
 
 class AsyncioActorExit(RayError):
@@ -352,14 +295,6 @@ class ActorUnschedulableError(RayError):
         return f"The actor is not schedulable: {self.error_message}"
 
 
-class ObjectRefStreamEndOfStreamError(RayError):
-    """A streaming generator has no more items."""
-
-
-class OufOfBandObjectRefSerializationException(RayError):
-    """An ObjectRef was serialized out of band (e.g. with plain pickle) where not allowed."""
-
-
 class RpcError(RayError):
     """A control-plane RPC failed."""
 
@@ -404,24 +339,17 @@ class UnserializableException(RayError):
                 f"{self.original_stack_trace}")
 
 
-class RayChannelError(RaySystemError):
-    """A compiled-graph channel failed."""
+from ray_adapter.ray._private import data_exceptions as _data  # noqa: E402 - defined apart, exported here
+from ray_adapter.ray._private.data_exceptions import (  # noqa: E402,F401 - this module's classes
+    ObjectFetchTimedOutError, ObjectFreedError, ObjectLostError, ObjectReconstructionFailedError,
+    ObjectRefStreamEndOfStreamError, ObjectStoreFullError, OufOfBandObjectRefSerializationException,
+    OutOfDiskError, OwnerDiedError, PlasmaObjectNotAvailable, RayCgraphCapacityExceeded,
+    RayChannelError, RayChannelTimeoutError, RayDirectTransportError,
+    ReferenceCountingAssertionError, StreamingGeneratorReplayInconsistentError)
 
-
-class RayChannelTimeoutError(RayChannelError, TimeoutError):
-    """A compiled-graph channel operation timed out."""
-
-
-class RayCgraphCapacityExceeded(RaySystemError):
-    """A compiled graph exceeded its buffer capacity."""
-
-
-class RayDirectTransportError(RaySystemError):
-    """A direct (device-to-device) object transfer failed."""
-
-
-class StreamingGeneratorReplayInconsistentError(RaySystemError):
-    """A retried streaming generator yielded different items than before."""
+for _name in _data.NAMES:  # pickles and reprs name this module, as for the classes above
+    getattr(_data, _name).__module__ = __name__
+del _name
 
 
 #: Every exception class ``ray.exceptions`` exports, as Ray's ``RAY_EXCEPTION_TYPES`` list.
