@@ -38,7 +38,6 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 
 os.environ.setdefault("RAY_BACKEND", "yuanrong")
