@@ -41,6 +41,7 @@ import sys
 import time
 
 os.environ.setdefault("RAY_BACKEND", "yuanrong")
+os.environ.pop("RAY_ADAPTER_RUNTIME", None)  # the embedded runtime's seams are what it stamps
 import ray_adapter.auto  # noqa: E402,F401 - the adapter's ray in this process
 
 _SEGMENTS = [

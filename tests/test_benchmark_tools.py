@@ -1,0 +1,19 @@
+"""The profiling tools in ``benchmarks/`` still run against the runtime they wrap (they reach
+into its internals): a smoke run, no timings asserted (those are the tools' output)."""
+import json
+
+from conftest import REPO, run_python
+
+
+def test_task_timeline_stamps_every_segment_of_a_round_trip():
+    out = run_python([str(REPO / "benchmarks" / "task_timeline.py"), "--calls", "60"], timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["floor_pipe_rt"] > 0 and result["floor_pipe_rt_idle_200us"] > 0
+    for kind in ("task", "actor"):
+        segments = result[kind]
+        missing = [name for name, value in segments.items() if value is None]
+        # A seam renamed or moved in the runtime shows up here as a segment never stamped.
+        assert not missing, (kind, missing, out.stderr[-2000:])
+        assert segments["total_with_stamps"] >= sum(
+            segments[name] for name in ("submit", "worker_call", "driver_result")), segments
