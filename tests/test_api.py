@@ -618,3 +618,29 @@ def test_cancelled_ref_raises_task_cancelled(ray):
     ray.cancel(ref)
     with pytest.raises(ray.exceptions.TaskCancelledError):
         ray.get(ref, timeout=20)  # never yr local mode's silent None
+
+
+def test_a_future_its_holder_cancelled_stays_quiet_when_the_object_is_sealed(ray, caplog, capfd):
+    # asyncio.wait_for(ref, timeout) cancels the future it awaited; when the task ends later,
+    # Ray reports nothing (no "exception calling callback ... InvalidStateError").
+    import asyncio
+
+    @ray.remote
+    def slow():
+        time.sleep(0.5)
+        return 1
+
+    ref = slow.remote()
+
+    async def main():
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(ref, 0.05)
+        return await ref  # a fresh await of the same ref still gets the value
+
+    assert asyncio.run(main()) == 1
+    cancelled = ray.put(2).future()
+    assert cancelled.cancel() or cancelled.done()
+    time.sleep(0.3)  # the settling callbacks have run
+    reported = [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
+    assert not [text for text in reported if "exception calling callback" in text
+                or "InvalidStateError" in text], reported

@@ -170,11 +170,16 @@ class ObjectRef:
         outer = concurrent.futures.Future()
 
         def settle(done, ref=self):  # ``ref`` keeps the object alive until then
+            if outer.done():  # cancelled by its holder (asyncio.wait_for timed out...): as Ray,
+                return  # nothing to report
             exc = done.exception()
-            if exc is None:
-                outer.set_result(done.result())
-            else:
-                outer.set_exception(ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)
+            try:
+                if exc is None:
+                    outer.set_result(done.result())
+                else:
+                    outer.set_exception(ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)
+            except concurrent.futures.InvalidStateError:  # cancelled just now
+                pass
 
         inner.add_done_callback(settle)
         return outer
