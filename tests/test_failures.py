@@ -108,6 +108,45 @@ def test_cancel_pending_running_and_force(ray, tmp_path):
     assert ray.get(never.remote(), timeout=10) == "ran"
 
 
+
+@pytest.mark.embedded_only('yr local mode cannot interrupt a running task (yr.cancel applies to queued stateless tasks only)')
+@pytest.mark.parametrize("recursive", [True, False])
+def test_cancel_recursive_cancels_the_tasks_the_task_submitted(ray, tmp_path, recursive):
+    # Ray's default (recursive=True): the children a cancelled task submitted are cancelled
+    # too, running or queued, and their CPUs come back; recursive=False leaves them running.
+    @ray.remote(max_retries=0)
+    def child(path, i):
+        open(f"{path}-{i}", "w").close()
+        time.sleep(30)
+        return i
+
+    @ray.remote(max_retries=0, num_cpus=0)
+    def parent(path):
+        return ray.get([child.remote(path, i) for i in range(3)])  # 2 run, 1 waits for a CPU
+
+    base = str(tmp_path / "child")
+    p = parent.remote(base)
+    deadline = time.monotonic() + 30
+    while not (os.path.exists(base + "-0") and os.path.exists(base + "-1")):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    ray.cancel(p, recursive=recursive)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(p, timeout=20)
+
+    @ray.remote(num_cpus=2)
+    def whole_node():
+        return "ran"
+
+    if recursive:
+        assert ray.get(whole_node.remote(), timeout=15) == "ran"  # the children's CPUs are back
+        time.sleep(0.5)
+        assert not os.path.exists(base + "-2")  # the queued child never started
+    else:
+        ready, _ = ray.wait([whole_node.remote()], timeout=2)
+        assert not ready  # the children still hold both CPUs
+
+
 def test_cancel_argument_checks(ray):
     @ray.remote
     class A:

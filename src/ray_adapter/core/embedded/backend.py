@@ -313,15 +313,17 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
-    def submit_serialized(self, key, args, deps, options, parent=None, owner=None):
+    def submit_serialized(self, key, args, deps, options, parent=None, owner=None, parent_task=None):
         """``parent``: the runtime-env spec of the submitting worker; ``owner``: that worker
-        (its tasks are cancelled when its process dies, as Ray fate-shares them)."""
+        (its tasks are cancelled when its process dies, as Ray fate-shares them);
+        ``parent_task``: the id of the task that submits it (``ray.cancel`` of that task, with
+        ``recursive=True``, cancels this one too)."""
         # Refs pickled inside ``args`` (``args.refs``) are held with the top-level ones until
         # the task finishes: by then the worker that unpickled them has reported its borrow.
         env = self.envs.effective(options.runtime_env, parent)  # None: the job's
         if env is not options.runtime_env:
             options = dataclasses.replace(options, runtime_env=env)
-        return self.tasks.submit(key, args, deps, options, tuple(args.handles), owner)
+        return self.tasks.submit(key, args, deps, options, tuple(args.handles), owner, parent_task)
 
     def cancel(self, object_id, force, recursive):
         self._check_started()
@@ -329,7 +331,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         if task_id[8:20] != b"\xff" * 12:  # the id names an actor: an actor call
             self.actors.cancel_call(task_id)
         else:
-            self.tasks.cancel(task_id, force)
+            self.tasks.cancel(task_id, force, recursive)
 
     # ================================================================== actors
     def create_actor(self, cls, class_key, args, kwargs, options):

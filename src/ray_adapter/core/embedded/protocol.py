@@ -37,7 +37,7 @@ import msgspec
 
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 4
+VERSION = 5
 
 
 class Payload(msgspec.Struct, array_like=True, gc=False):
@@ -280,6 +280,7 @@ class SubmitTaskReq(_Msg):
     args: Payload
     deps: List[bytes]
     options: TaskOptionsWire
+    parent: bytes = b""    # the task id of the call that submits it (b"": none; see cancel)
 
 
 class CreateActorReq(_Msg):

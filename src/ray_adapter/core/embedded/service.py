@@ -56,7 +56,7 @@ class DriverService:
             generator=o.generator or None, generator_backpressure=o.backpressure)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
-                     message.deps, options, worker.spec, worker, lent=True)
+                     message.deps, options, worker.spec, worker, message.parent or None, lent=True)
 
     def on_create_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)

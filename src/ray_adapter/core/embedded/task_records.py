@@ -42,7 +42,7 @@ class TaskShape:
 class TaskRecord:
     __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
                  "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
-                 "waiter", "retry_blob", "shape", "streaming", "owner", "started")
+                 "waiter", "retry_blob", "shape", "streaming", "owner", "parent", "started")
 
     def __init__(self, task_id, key, args, deps, carried, options, return_ids):
         self.task_id = task_id
@@ -64,4 +64,5 @@ class TaskRecord:
         self.retry_blob = self.shape.retry_blob
         self.streaming = options.generator == "streaming"
         self.owner = None               # the worker that submitted it (None: the driver)
+        self.parent = None              # the id of the task that submitted it (None: none known)
         self.started = 0.0              # time.monotonic() it was sent to run (or passed a lease)

@@ -48,17 +48,17 @@ class TaskManager(TaskPipelineMixin):
         self._brief = {}            # function key -> its last task ran briefly (task_pipeline)
 
     # -- submission --------------------------------------------------------------------------
-    def submit(self, key, args, deps, options, carried=(), owner=None):
+    def submit(self, key, args, deps, options, carried=(), owner=None, parent=None):
         """Submit a task; returns its return ids (``[]`` for ``num_returns=0``). ``owner``: the
-        worker that submits it (None: the driver). Raises ObjectFreed for an argument ref whose
-        object is gone."""
+        worker that submits it (None: the driver); ``parent``: the id of the task that submits
+        it, if known. Raises ObjectFreed for an argument ref whose object is gone."""
         rt = self.rt
         task_id = rt.ids.task()
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
         record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
-        record.owner = owner
+        record.owner, record.parent = owner, parent
         if deps or args.refs:  # top-level and nested argument refs, until it finishes
             rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
@@ -301,9 +301,10 @@ class TaskManager(TaskPipelineMixin):
             rt.streams.end(record.task_id, drop_untaken=record.cancelled and is_error)
 
     # -- cancellation ------------------------------------------------------------------------
-    def cancel(self, task_id, force):
+    def cancel(self, task_id, force, recursive=False):
         """Cancel a pending task (dropped) or a running one (interrupted; its worker killed
-        when ``force``). Unknown or finished tasks are ignored."""
+        when ``force``); ``recursive``: the unfinished tasks it submitted too, and theirs (as
+        Ray; not actor calls). Unknown or finished tasks are ignored."""
         with self._lock:
             record = self._tasks.get(task_id)
             if record is None or record.state is TaskState.FINISHED:
@@ -311,6 +312,9 @@ class TaskManager(TaskPipelineMixin):
             record.cancelled = True
             state = record.state
             worker = record.worker
+            children = [] if not recursive or worker is None else [
+                tid for tid in self._owned.get(worker, ())
+                if getattr(self._tasks.get(tid), "parent", None) == task_id]
             sent = state is TaskState.RUNNING or state is TaskState.PREFETCHED
             if sent:  # a follower still queued at the worker is answered by it at once
                 worker.enqueue(protocol.Cancel(task_id, bool(force)))
@@ -326,6 +330,8 @@ class TaskManager(TaskPipelineMixin):
                 # stopped) is killed by the driver after a grace period, as Ray kills it
                 self.rt.timers.call_later(FORCE_CANCEL_GRACE_S,
                                           lambda: self._kill_if_running(worker, record))
+        for child in children:
+            self.cancel(child, force, True)
 
     def _kill_if_running(self, worker, record):
         with self._lock:

@@ -257,7 +257,9 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         def build(rid):
             buffers = []
             return protocol.SubmitTaskReq(rid, function_key, to_payload(ser, buffers),
-                                          self._deps(args, kwargs), wire), buffers
+                                          self._deps(args, kwargs), wire, parent), buffers
+
+        parent = current_call.get()[0] or b""  # the call this thread runs (a recursive cancel)
 
         return self._own(self._request(build))
 
