@@ -223,9 +223,20 @@ def test_async_actor_call_can_be_cancelled(ray):
     ref = a.slow.remote()
     time.sleep(0.3)
     ray.cancel(ref)
-    with pytest.raises(ray.exceptions.TaskCancelledError):
+    # Interrupted while it ran: RayTaskError(TaskCancelledError), as Ray's async actors report.
+    with pytest.raises(ray.exceptions.TaskCancelledError) as info:
         ray.get(ref, timeout=10)
+    assert isinstance(info.value, ray.exceptions.RayTaskError), type(info.value)
     assert ray.get(a.ping.remote()) == "pong"
+
+    one = Async.options(max_concurrency=1).remote()
+    running, waiting = one.slow.remote(), one.slow.remote()
+    time.sleep(0.3)
+    ray.cancel(waiting)  # never began (waits for the one slot): plain TaskCancelledError
+    with pytest.raises(ray.exceptions.TaskCancelledError) as info:
+        ray.get(waiting, timeout=10)
+    assert not isinstance(info.value, ray.exceptions.RayTaskError), type(info.value)
+    ray.cancel(running)
 
 
 @pytest.mark.embedded_only(THREADS + ": sys.exit in a task would end the test process")

@@ -51,6 +51,7 @@ class ActorHost:
         self.loop = None
         self._flush_scheduled = False
         self.async_calls = {}  # task id -> concurrent future of a call on the loop
+        self.running_async = set()  # ids of the calls on the loop whose method has begun
         self._pools = None
         sizes = dict(self.groups)
         if self.is_async:
@@ -171,10 +172,12 @@ class ActorHost:
             return
         async with limit:
             token = current_call.set((task_id, name, self.worker.actor_id))
-            retryable = False
+            retryable = started = False
             try:
                 method = actor_method(self.instance, message.method)
                 args, kwargs = resolve_args(message.args, message.deps, buffers)
+                started = True
+                self.running_async.add(task_id)
                 result = method(*args, **kwargs)
                 if inspect.iscoroutine(result):  # not any awaitable: an ObjectRef is one
                     result = await result
@@ -188,14 +191,15 @@ class ActorHost:
                                          from_generator_function(result, method), name,
                                          self.worker.actor_class_name)
             except asyncio.CancelledError as exc:
-                # A cancelled stream reports RayTaskError(TaskCancelledError), a call plain
-                # TaskCancelledError, as Ray's async actors do.
+                # Interrupted while it ran (a stream too): RayTaskError(TaskCancelledError), as
+                # Ray's async actors report it; before its method began, plain TaskCancelledError.
                 reply = pack_error(cancelled_failure(exc, task_id, name, self.worker.actor_class_name)
-                                   if message.streaming else errors.TaskCancelled(task_id))
+                                   if message.streaming or started else errors.TaskCancelled(task_id))
             except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
                 reply, retryable = self._failure(exc, message)
             finally:
                 current_call.reset(token)
+                self.running_async.discard(task_id)
                 if message.streaming:
                     self.budget.close(task_id)
             self.cancel_flags.discard(task_id)
@@ -208,7 +212,8 @@ class ActorHost:
             self.cancel_flags.discard(task_id)
             self.budget.close(task_id)
             error = errors.TaskCancelled(task_id)
-            if message.streaming:  # a cancelled stream: RayTaskError(TaskCancelledError), as Ray
+            if message.streaming or task_id in self.running_async:  # interrupted while it ran
+                # (a stream too): RayTaskError(TaskCancelledError), as Ray's async actors say
                 error = cancelled_failure(asyncio.CancelledError(), task_id, message.name,
                                           self.worker.actor_class_name)
             self.worker.send_done(task_id, pack_error(error))
