@@ -318,35 +318,52 @@ def test_sys_exit_is_a_crash_unless_its_code_is_zero(ray):
         ray.get(env.step.remote(), timeout=30)
 
 
+class _Restarting:
+    def __init__(self, path, restart_s):
+        import os
+
+        if os.path.exists(path):
+            time.sleep(restart_s)  # the restart takes a while, as loading a model does
+        open(path, "w").close()
+        self.pings = 0
+
+    def ping(self):
+        self.pings += 1
+        return "pong"
+
+    def count(self):
+        return self.pings
+
+    def die(self):
+        import os
+
+        os._exit(1)
+
+
 @pytest.mark.embedded_only("yr local mode restarts an actor in the call that crashed it: there is no RESTARTING window")
 def test_calls_made_while_the_actor_restarts_raise_actor_unavailable(ray, tmp_path):
-    marker = str(tmp_path / "started")
-
-    class Slow:
-        def __init__(self, path):
-            import os
-
-            if os.path.exists(path):
-                time.sleep(1.5)  # the restart takes a while, as loading a model does
-            open(path, "w").close()
-
-        def ping(self):
-            return "pong"
-
-        def die(self):
-            import os
-
-            os._exit(1)
-
-    s = ray.remote(max_restarts=1)(Slow).remote(marker)
+    # As in Ray 2.60: a call made during a long restart fails with ActorUnavailableError once
+    # the caller gives up on the actor (about 2 s there)...
+    s = ray.remote(max_restarts=1)(_Restarting).remote(str(tmp_path / "slow"), 6)
     assert ray.get(s.ping.remote()) == "pong"
     with pytest.raises(ray.exceptions.ActorUnavailableError):
         ray.get(s.die.remote(), timeout=30)
+    start = time.monotonic()
     with pytest.raises(ray.exceptions.ActorUnavailableError, match="The actor is restarting"):
         ray.get(s.ping.remote(), timeout=30)
+    assert time.monotonic() - start >= 1.0  # it waited for the restart first
     assert when_restarted(ray, s.ping.remote) == "pong"
+    assert ray.get(s.count.remote()) == 1  # the calls that failed never ran on the new actor
 
-    p = ray.remote(max_restarts=1, max_task_retries=-1)(Slow).remote(str(tmp_path / "patient"))
+    # ...while after a quick one, the next call is served (Ray's caller learns of the crash
+    # only after the restart is over).
+    q = ray.remote(max_restarts=1)(_Restarting).remote(str(tmp_path / "quick"), 0.2)
+    assert ray.get(q.ping.remote()) == "pong"
+    with pytest.raises(ray.exceptions.ActorUnavailableError):
+        ray.get(q.die.remote(), timeout=30)
+    assert ray.get(q.ping.remote(), timeout=30) == "pong"
+
+    p = ray.remote(max_restarts=1, max_task_retries=-1)(_Restarting).remote(str(tmp_path / "patient"), 1.5)
     assert ray.get(p.ping.remote()) == "pong"
     p.die.options(max_task_retries=0).remote()  # not retried: it would crash it again
     assert ray.get(p.ping.remote(), timeout=30) == "pong"  # with retries a call waits for it

@@ -2,8 +2,10 @@
 
 Calls are queued per actor in arrival order (which keeps each caller's submission order) and
 sent while the head call's arguments are ready; they are pipelined behind the constructor.
-A call made while the actor restarts fails at once with ActorUnavailable unless it may be
-retried (then it waits for the restart), as in Ray. ``max_pending_calls`` caps each caller's
+A call made while the actor restarts waits for the restart if it may be retried; if not, it
+waits at most :data:`UNAVAILABLE_AFTER_S` and then fails with ActorUnavailable, as in Ray,
+where such a call fails once the caller finds the actor gone, about that long later (a quick
+restart is over by then and the call runs). ``max_pending_calls`` caps each caller's
 unfinished calls (PendingCallsLimit). A call whose method raised an exception its
 ``retry_exceptions`` names is run again while its retries last.
 
@@ -15,6 +17,10 @@ from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actor_records import ActorState, CallRecord
 from ray_adapter.core.embedded.protocol import Dep, to_payload
+
+#: How long a call made while its actor restarts, and that may not be retried, waits for the
+#: restart before it fails with ActorUnavailable (seconds; Ray 2.60 takes 1.7-2 s here).
+UNAVAILABLE_AFTER_S = 2.0
 
 
 class ActorCallsMixin:
@@ -28,7 +34,7 @@ class ActorCallsMixin:
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
-        failure = None
+        held = False
         with self._lock:
             actor = self._actors.get(actor_id)
             call = CallRecord(task_id, actor, method, args, deps, carried, options, return_ids, caller)
@@ -38,11 +44,9 @@ class ActorCallsMixin:
                 count = actor.unfinished.get(caller, 0)
                 if limit > 0 and count >= limit:
                     raise errors.PendingCallsLimit(actor_id, actor.options.class_name, method, limit)
-                if actor.state is ActorState.RESTARTING and call.retries_left == 0:
-                    failure = errors.ActorUnavailable(actor_id, while_restarting=True)
-                else:
-                    actor.unfinished[caller] = count + 1
-                    call.counted = True
+                held = actor.state is ActorState.RESTARTING and call.retries_left == 0
+                actor.unfinished[caller] = count + 1
+                call.counted = True
         if deps or args.refs:  # top-level and nested argument refs, until it finishes
             rt.objects.hold(deps, args.refs)
         rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
@@ -50,10 +54,9 @@ class ActorCallsMixin:
         if streaming:
             rt.streams.open(task_id, call.backpressure > 0 or (
                 actor is not None and actor.options.generator_backpressure > 0))
-        if dead or failure is not None:
-            if failure is None:
-                failure = actor.death if actor is not None else errors.ActorDied(
-                    actor_id, errors.ActorDeath.UNKNOWN)
+        if dead:
+            failure = actor.death if actor is not None else errors.ActorDied(
+                actor_id, errors.ActorDeath.UNKNOWN)
             self._finish_call(call, [rt.error_data(failure)], True)
             return return_ids if num_returns else []
         with self._lock:
@@ -66,8 +69,34 @@ class ActorCallsMixin:
         if dead:
             self._finish_call(call, [rt.error_data(actor.death)], True)
         else:
+            if held:
+                rt.timers.call_later(UNAVAILABLE_AFTER_S, lambda: self._unavailable(call))
             self._flush(actor)
         return return_ids if num_returns else []
+
+    def _unavailable(self, call):
+        """A call held while its actor restarts (timer thread): failed with ActorUnavailable if
+        the actor is restarting still. Sent already, behind the new constructor, it is
+        withdrawn: the worker skips it (Cancel) and its answer is ignored."""
+        actor = call.actor
+        worker = None
+        with self._lock:
+            if actor.state is not ActorState.RESTARTING:
+                return  # restarted (the call ran or runs), or dead (failed with the death)
+            if call in actor.pending:
+                actor.pending.remove(call)
+            elif actor.inflight.get(call.task_id) is call:
+                del actor.inflight[call.task_id]
+                worker = actor.worker
+                if worker is not None:
+                    worker.enqueue(protocol.Cancel(call.task_id, False))
+            else:
+                return  # cancelled meanwhile
+            self._calls.pop(call.task_id, None)
+        if worker is not None:
+            worker.flush()
+        error = errors.ActorUnavailable(actor.actor_id, while_restarting=True)
+        self._finish_call(call, [self.rt.error_data(error)], True)
 
     def _flush(self, actor):
         """Send queued calls in order while the head call's arguments are ready."""
