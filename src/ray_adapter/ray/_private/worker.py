@@ -305,10 +305,13 @@ def cancel(ray_waitable, *, force=False, recursive=True):
     if not isinstance(ray_waitable, ObjectRef):
         raise TypeError("ray.cancel() only supported for object refs. For actors, try ray.kill(). "
                         f"Got: {type(ray_waitable)}.")
-    if force and ray_waitable._id[8:20] != b"\xff" * 12:  # the id names an actor: an actor task
-        raise ValueError("force=True is not supported for actor tasks.")
     core = _ensure_core()
     with translated:
+        if force and ray_waitable._id[8:20] != b"\xff" * 12:  # the id names an actor: an actor
+            # task; as Ray, refused while it is unfinished (one that ended: nothing to do)
+            if core.wait([ray_waitable._id], 1, 0)[0]:
+                return
+            raise ValueError("force=True is not supported for actor tasks.")
         core.cancel(ray_waitable._id, force, recursive)
 
 
