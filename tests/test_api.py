@@ -527,15 +527,19 @@ def test_runtime_context(ray):
     assert ctx.get_job_id() == "01000000" and len(ctx.get_node_id()) == 56
     assert ctx.get_task_id() is None and ctx.get_actor_id() is None
     assert isinstance(ctx.namespace, str) and len(ctx.namespace) == 36
+    assert ctx.worker.mode == 0  # SCRIPT_MODE; a worker's is 1, as in Ray
+    with pytest.raises(AssertionError, match="only available when the process is a +worker. Current mode: 0"):
+        ctx.get_assigned_resources()  # as Ray: a worker's method
 
     @ray.remote
     def inside():
         c = ray.get_runtime_context()
-        return c.get_job_id(), c.get_node_id(), len(c.get_task_id()), c.get_actor_id(), c.get_assigned_resources()
+        return (c.get_job_id(), c.get_node_id(), len(c.get_task_id()), c.get_actor_id(),
+                c.get_assigned_resources(), c.worker.mode)
 
-    job, node, task_len, actor, assigned = ray.get(inside.remote())
+    job, node, task_len, actor, assigned, mode = ray.get(inside.remote())
     assert (job, node) == (ctx.get_job_id(), ctx.get_node_id())
-    assert task_len == 48 and actor is None and assigned == {"CPU": 1.0}
+    assert task_len == 48 and actor is None and assigned == {"CPU": 1.0} and mode == 1
 
     @ray.remote
     class A:

@@ -1,6 +1,7 @@
 """``ray.runtime_context``: :class:`RuntimeContext` and :func:`get_runtime_context`."""
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import context as _context
+from ray_adapter.ray._private.global_worker import global_worker as _global_worker
 from ray_adapter.ray._raylet import ActorID, JobID, NodeID, PlacementGroupID, TaskID
 
 #: The accelerator resources Ray 2.60 reports in ``get_accelerator_ids()`` (all keys, always).
@@ -95,8 +96,13 @@ class RuntimeContext:
 
     # -- resources ---------------------------------------------------------------------------
     def get_assigned_resources(self):
-        """``{resource: amount}`` held by the current task or actor (``{}`` in the driver)."""
-        return dict(self._ctx().assigned_resources)
+        """``{resource: amount}`` held by the current task or actor. As Ray, in the driver an
+        AssertionError (the method is a worker's)."""
+        ctx = self._ctx()
+        # Ray's text, its f-string's continuation spaces included.
+        assert not ctx.is_driver, ("This method is only available when the process is a"
+                                   "                 worker. Current mode: 0")
+        return dict(ctx.assigned_resources)
 
     def get_accelerator_ids(self):
         """``{kind: [device ids as str]}`` assigned to the current task or actor, for every
@@ -177,7 +183,7 @@ class RuntimeContext:
         return bool(ctx.is_canceled)
 
 
-_runtime_context = RuntimeContext()
+_runtime_context = RuntimeContext(_global_worker)  # ``.worker.mode``: 0 driver, 1 worker
 
 
 def get_runtime_context():
