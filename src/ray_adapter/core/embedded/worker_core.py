@@ -254,12 +254,12 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
             pickle.dumps(options.scheduling) if options.scheduling is not None else b"",
             options.generator or "", options.generator_backpressure)
 
+        parent = current_call.get()[0] or b""  # the call this thread runs (a recursive cancel)
+
         def build(rid):
             buffers = []
             return protocol.SubmitTaskReq(rid, function_key, to_payload(ser, buffers),
                                           self._deps(args, kwargs), wire, parent), buffers
-
-        parent = current_call.get()[0] or b""  # the call this thread runs (a recursive cancel)
 
         return self._own(self._request(build))
 
