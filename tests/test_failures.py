@@ -96,6 +96,10 @@ def test_cancel_pending_running_and_force(ray, tmp_path):
     with pytest.raises(ray.exceptions.TaskCancelledError) as info:
         ray.get(running, timeout=10)
     assert type(info.value).__name__ == "RayTaskError(TaskCancelledError)"
+    text = str(info.value)  # as Ray's: the task's frames, then the cancellation, no runtime frames
+    assert "in spin" in text and "ray_adapter" not in text, text
+    assert text.rstrip().endswith(
+        f"ray.exceptions.TaskCancelledError: Task: TaskID({running.hex()[:48]}) was cancelled."), text
 
     started.unlink()
     forced = spin.remote(str(started))

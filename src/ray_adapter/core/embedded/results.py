@@ -4,8 +4,10 @@ packing its results or its failure into payloads, and the retry decision for an 
 Pure functions of the message and the value; any thread may call them.
 """
 import inspect
+import os
 import pickle
 import sys
+import traceback
 
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
@@ -15,6 +17,9 @@ from ray_adapter.core.interface import ArgRef
 _NO_ARGS_DATA = serialization.NO_ARGS.data  # the payload of a call without arguments
 
 loads_plain = pickle.loads
+
+#: The runtime's own source tree (its frames are left out of a cancelled call's traceback).
+_RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
 class Cancelled(BaseException):
@@ -84,8 +89,15 @@ def pack_error(core_error):
 
 
 def cancelled_failure(exc, task_id, name, actor_repr=None):
-    """A call interrupted while it ran: Ray reports ``RayTaskError(TaskCancelledError)``."""
+    """A call interrupted while it ran: Ray reports ``RayTaskError(TaskCancelledError)``, its
+    text the user's frames and ``ray.exceptions.TaskCancelledError: Task: TaskID(...) was
+    cancelled.`` (the runtime's frames that raised the interruption are left out)."""
     failure = task_failure(exc, name, actor_repr)
+    tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_RUNTIME_DIR)]
+    failure.traceback_str = (
+        "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+        + f"ray.exceptions.TaskCancelledError: Task: TaskID({task_id.hex()}) was cancelled.\n")
     failure.cause = errors.TaskCancelled(task_id)
     failure.cause_repr = "TaskCancelledError()"
     return failure
