@@ -151,6 +151,43 @@ def test_cancel_recursive_cancels_the_tasks_the_task_submitted(ray, tmp_path, re
         assert not ready  # the children still hold both CPUs
 
 
+
+class _NotRebuilt(Exception):
+    def __init__(self, code, message):  # its pickle (args=(message,)) cannot rebuild it
+        super().__init__(message)
+        self.code = code
+
+
+class _NotPickled(Exception):
+    def __reduce__(self):
+        raise TypeError("this exception does not pickle")
+
+
+@pytest.mark.embedded_only("yr local mode runs tasks as threads of the driver: the exception never leaves the process")
+def test_an_exception_that_cannot_travel_is_reported_as_ray_reports_it(ray):
+    @ray.remote(max_retries=0)
+    def not_rebuilt():
+        raise _NotRebuilt(1, "bad code")
+
+    @ray.remote(max_retries=0)
+    def not_pickled():
+        raise _NotPickled("kept as text")
+
+    # Pickles, but cannot be rebuilt: a plain UnserializableException quoting the task's error.
+    with pytest.raises(ray.exceptions.UnserializableException) as info:
+        ray.get(not_rebuilt.remote(), timeout=30)
+    assert not isinstance(info.value, ray.exceptions.RayTaskError)
+    text = str(info.value)
+    assert text.startswith("Failed to deserialize exception. Refer to https://docs.ray.io/")
+    assert "Original exception:\nray.exceptions.RayTaskError: ray::not_rebuilt()" in text
+    assert "_NotRebuilt: bad code" in text
+    # Does not pickle at all: a plain RayTaskError with the task's text.
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(not_pickled.remote(), timeout=30)
+    assert type(info.value) is ray.exceptions.RayTaskError
+    assert "_NotPickled: kept as text" in str(info.value)
+
+
 def test_cancel_argument_checks(ray):
     @ray.remote
     class A:

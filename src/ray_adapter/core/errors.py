@@ -33,11 +33,15 @@ class GetTimeout(CoreError):
 
 class TaskFailed(CoreError):
     """A task or actor method raised; ``cause`` is the user's exception (or None if it could
-    not be transported, then ``cause_repr`` describes it)."""
+    not be transported, then ``cause_repr`` describes it and ``cause_lost`` says why:
+    ``"pickle"``, it could not be pickled, or ``"rebuild"``, it pickled but could not be
+    rebuilt from its pickle)."""
 
-    def __init__(self, cause, traceback_str, function_name, pid, ip, actor_repr=None, cause_repr=None):
+    def __init__(self, cause, traceback_str, function_name, pid, ip, actor_repr=None, cause_repr=None,
+                 cause_lost=None):
         super().__init__(function_name, traceback_str)
         self.cause = cause
+        self.cause_lost = cause_lost
         self.traceback_str = traceback_str
         self.function_name = function_name
         self.pid = pid

@@ -335,8 +335,9 @@ class UnserializableException(RayError):
         super().__init__(original_stack_trace)
 
     def __str__(self):
-        return ("Failed to deserialize the exception raised by the task. The original stack trace:\n"
-                f"{self.original_stack_trace}")
+        return ("Failed to deserialize exception. Refer to https://docs.ray.io/en/latest/ray-core/"
+                "objects/serialization.html#custom-serializers-for-exceptions for more information.\n"
+                f"Original exception:\n{self.original_stack_trace}")
 
 
 from ray_adapter.ray._private import data_exceptions as _data  # noqa: E402 - defined apart, exported here

@@ -76,14 +76,21 @@ def result_failure(exc, name, actor_repr=None):
 def pack_error(core_error):
     """``(False, [payload], buffers)`` for a core error (the driver repeats it per return)."""
     buffers = []
+    lost = None
     try:
         ser = serialization.dumps(core_error)
-        serialization.loads(ser)  # an exception that pickles may still fail to rebuild
-    except Exception:  # the user's exception cannot travel: keep its text
+    except Exception:
+        lost = "pickle"
+    else:
+        try:
+            serialization.loads(ser)  # an exception that pickles may still fail to rebuild
+        except Exception:
+            lost = "rebuild"
+    if lost is not None:  # the user's exception cannot travel: keep its text
         if isinstance(core_error, errors.TaskFailed):
             core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
                                            core_error.pid, core_error.ip, core_error.actor_repr,
-                                           core_error.cause_repr)
+                                           core_error.cause_repr, cause_lost=lost)
         ser = serialization.dumps(core_error)
     return False, [to_payload(ser, buffers)], buffers
 

@@ -26,8 +26,14 @@ _ACTOR_DEATH_TEXT = {
 
 def _task_error(err):
     cause = err.cause
-    if cause is None:
-        cause = UnserializableException(err.traceback_str)
+    if cause is None:  # the task's exception could not travel; as Ray: one that could not be
+        # rebuilt is an UnserializableException quoting the error, one that could not be
+        # pickled a plain RayTaskError (its text is all there is)
+        plain = RayTaskError(err.function_name, err.traceback_str, None, pid=err.pid, ip=err.ip,
+                             actor_repr=err.actor_repr)
+        if getattr(err, "cause_lost", None) == "rebuild":
+            return UnserializableException(f"ray.exceptions.RayTaskError: {plain}\n")
+        return plain
     if isinstance(cause, core_errors.TaskCancelled):
         cause = TaskCancelledError(cause.task_id.hex() if cause.task_id else None)
     elif isinstance(cause, core_errors.CoreError):
