@@ -369,6 +369,28 @@ def test_calls_made_while_the_actor_restarts_raise_actor_unavailable(ray, tmp_pa
     assert ray.get(p.ping.remote(), timeout=30) == "pong"  # with retries a call waits for it
 
 
+@pytest.mark.embedded_only("yr local mode restarts an actor in the call that crashed it: there is no RESTARTING window")
+def test_an_actor_out_of_scope_ends_when_the_call_held_for_its_restart_fails(ray):
+    # The last handle is dropped while a call waits for the restart; once that call gives up
+    # (ActorUnavailableError), nothing keeps the actor: it ends and its CPU comes back.
+    import tempfile
+
+    s = ray.remote(max_restarts=1, num_cpus=2)(_Restarting).remote(tempfile.mktemp(), 6)
+    assert ray.get(s.ping.remote()) == "pong"
+    with pytest.raises(ray.exceptions.ActorUnavailableError):
+        ray.get(s.die.remote(), timeout=30)
+    held = s.ping.remote()
+    del s
+    with pytest.raises(ray.exceptions.ActorUnavailableError):
+        ray.get(held, timeout=30)
+
+    @ray.remote(num_cpus=2)
+    def whole_node():
+        return "ran"
+
+    assert ray.get(whole_node.remote(), timeout=10) == "ran"
+
+
 @pytest.mark.embedded_only("yr local mode runs actors in the driver's process: a constructor's os._exit ends the driver")
 def test_calls_made_before_the_first_constructor_crashed_wait_for_the_restart(ray, tmp_path):
     marker = tmp_path / "inits"

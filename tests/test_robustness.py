@@ -1,4 +1,5 @@
 """Regression tests for what an adversarial review broke: no hang, no leak, Ray's errors."""
+import os
 import sys
 import textwrap
 import threading
@@ -53,7 +54,11 @@ def test_exceptions_that_cannot_be_rebuilt(ray):
         with pytest.raises(ray.exceptions.RayError) as info:
             ray.get(ref, timeout=30)
         assert text in str(info.value)
-    with pytest.raises(ray.exceptions.ActorDiedError, match="5-6"):
+    # As Ray: a call to the actor raises its constructor's error, which could not be rebuilt
+    # (in yr's local mode the actor is a thread of this process: the error is never pickled).
+    expected = (ray.exceptions.ActorDiedError if os.environ.get("RAY_ADAPTER_RUNTIME") == "yr-local"
+                else ray.exceptions.UnserializableException)
+    with pytest.raises(expected, match="5-6"):
         ray.get(Broken.remote().ping.remote(), timeout=30)
 
 

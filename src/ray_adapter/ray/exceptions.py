@@ -328,10 +328,11 @@ class ActorHandleNotFoundError(ValueError, RayError):
 
 
 class UnserializableException(RayError):
-    """A task raised an exception that could not be serialized; its stack trace is kept."""
+    """A task raised an exception that pickled but could not be rebuilt where it was read; its
+    text is kept (``_original_stack_trace``, Ray's attribute, and ``original_stack_trace``)."""
 
     def __init__(self, original_stack_trace):
-        self.original_stack_trace = original_stack_trace
+        self.original_stack_trace = self._original_stack_trace = original_stack_trace
         super().__init__(original_stack_trace)
 
     def __str__(self):

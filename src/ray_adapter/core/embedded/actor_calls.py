@@ -77,12 +77,15 @@ class ActorCallsMixin:
     def _unavailable(self, call):
         """A call held while its actor restarts (timer thread): failed with ActorUnavailable if
         the actor is restarting still. Sent already, behind the new constructor, it is
-        withdrawn: the worker skips it (Cancel) and its answer is ignored."""
+        withdrawn: the worker skips it (Cancel) unless the constructor has just ended and the
+        call begun (then, as Ray says of such a call, it may or may not have run); its answer
+        is ignored."""
         actor = call.actor
         worker = None
         with self._lock:
-            if actor.state is not ActorState.RESTARTING:
-                return  # restarted (the call ran or runs), or dead (failed with the death)
+            if actor.state is not ActorState.RESTARTING or call.cancel_requested:
+                return  # restarted (the call ran or runs), dead (failed with the death), or
+                # cancelled by its caller (answered so)
             if call in actor.pending:
                 actor.pending.remove(call)
             elif actor.inflight.get(call.task_id) is call:
@@ -97,6 +100,8 @@ class ActorCallsMixin:
             worker.flush()
         error = errors.ActorUnavailable(actor.actor_id, while_restarting=True)
         self._finish_call(call, [self.rt.error_data(error)], True)
+        self._flush(actor)  # the calls behind it, if it was the head waiting for its arguments
+        self.scope.end_if_idle(actor)  # its handles may all be gone: nothing left to wait for
 
     def _flush(self, actor):
         """Send queued calls in order while the head call's arguments are ready."""
@@ -207,6 +212,7 @@ class ActorCallsMixin:
         if worker is None:
             self._finish_call(call, [self.rt.error_data(errors.TaskCancelled(task_id))], True, cancelled=True)
             self._flush(actor)
+            self.scope.end_if_idle(actor)  # out of scope with nothing left: it ends now
         else:
             worker.flush()
 

@@ -42,7 +42,8 @@ class TaskShape:
 class TaskRecord:
     __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
                  "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
-                 "waiter", "retry_blob", "shape", "streaming", "owner", "parent", "started")
+                 "waiter", "retry_blob", "shape", "streaming", "owner", "parent", "started",
+                 "cancel_children")
 
     def __init__(self, task_id, key, args, deps, carried, options, return_ids):
         self.task_id = task_id
@@ -65,4 +66,5 @@ class TaskRecord:
         self.streaming = options.generator == "streaming"
         self.owner = None               # the worker that submitted it (None: the driver)
         self.parent = None              # the id of the task that submitted it (None: none known)
+        self.cancel_children = False    # cancelled recursively: a task it submits now is too
         self.started = 0.0              # time.monotonic() it was sent to run (or passed a lease)

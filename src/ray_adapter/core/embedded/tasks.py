@@ -71,6 +71,9 @@ class TaskManager(TaskPipelineMixin):
             self._tasks[task_id] = record
             if owner is not None:
                 self._owned.setdefault(owner, set()).add(task_id)
+            if parent is not None and getattr(self._tasks.get(parent), "cancel_children", False):
+                record.cancelled = record.cancel_children = True  # its parent was cancelled
+                # recursively as it submitted it: it never runs (dropped when its args are in)
         if deps:
             record.waiter = rt.objects.when_ready(deps, lambda ok, r=record: self._deps_ready(r, ok))
         else:
@@ -304,34 +307,42 @@ class TaskManager(TaskPipelineMixin):
     def cancel(self, task_id, force, recursive=False):
         """Cancel a pending task (dropped) or a running one (interrupted; its worker killed
         when ``force``); ``recursive``: the unfinished tasks it submitted too, and theirs (as
-        Ray; not actor calls). Unknown or finished tasks are ignored."""
+        Ray; not actor calls). The whole tree is marked cancelled under one lock hold, so a
+        CPU a cancelled child frees never starts a sibling; the unstarted ones are dropped
+        before the running ones are interrupted. Unknown or finished tasks are ignored."""
         with self._lock:
-            record = self._tasks.get(task_id)
-            if record is None or record.state is TaskState.FINISHED:
-                return
-            record.cancelled = True
-            state = record.state
-            worker = record.worker
-            children = [] if not recursive or worker is None else [
-                tid for tid in self._owned.get(worker, ())
-                if getattr(self._tasks.get(tid), "parent", None) == task_id]
-            sent = state is TaskState.RUNNING or state is TaskState.PREFETCHED
-            if sent:  # a follower still queued at the worker is answered by it at once
-                worker.enqueue(protocol.Cancel(task_id, bool(force)))
-        if state is TaskState.WAITING:
-            if self.rt.objects.cancel_wait(record.waiter):
-                self._finish_cancelled(record)
-        elif state is TaskState.QUEUED:
-            if self.rt.scheduler.withdraw(record.demand):
-                self._finish_cancelled(record)
-        elif sent:
-            worker.flush()
-            if force:  # the worker ends itself; one that cannot (holding the GIL in C code,
-                # stopped) is killed by the driver after a grace period, as Ray kills it
-                self.rt.timers.call_later(FORCE_CANCEL_GRACE_S,
-                                          lambda: self._kill_if_running(worker, record))
-        for child in children:
-            self.cancel(child, force, True)
+            records, stack = [], [task_id]
+            while stack:  # the tree, without recursion (any depth)
+                record = self._tasks.get(stack.pop())
+                if record is None or record.state is TaskState.FINISHED or record.cancelled and records:
+                    continue
+                record.cancelled = True
+                record.cancel_children = record.cancel_children or recursive
+                records.append(record)
+                if recursive and record.worker is not None:
+                    stack.extend(tid for tid in self._owned.get(record.worker, ())
+                                 if getattr(self._tasks.get(tid), "parent", None) == record.task_id)
+            sends = []
+            for record in records:
+                if record.state is TaskState.RUNNING or record.state is TaskState.PREFETCHED:
+                    # (a follower still queued at its worker is answered by it at once)
+                    record.worker.enqueue(protocol.Cancel(record.task_id, bool(force)))
+                    sends.append((record, record.worker))
+                else:
+                    sends.append((record, None))
+        for record, worker in sorted(sends, key=lambda item: item[1] is not None):
+            if worker is not None:
+                worker.flush()
+                if force:  # the worker ends itself; one that cannot (holding the GIL in C
+                    # code, stopped) is killed by the driver after a grace period, as Ray does
+                    self.rt.timers.call_later(
+                        FORCE_CANCEL_GRACE_S, lambda w=worker, r=record: self._kill_if_running(w, r))
+            elif record.state is TaskState.WAITING:
+                if self.rt.objects.cancel_wait(record.waiter):
+                    self._finish_cancelled(record)
+            elif record.state is TaskState.QUEUED:
+                if self.rt.scheduler.withdraw(record.demand):
+                    self._finish_cancelled(record)
 
     def _kill_if_running(self, worker, record):
         with self._lock:

@@ -132,7 +132,10 @@ def from_core_error(err):
             exc.actor_id = _hex(err.actor_id)
             return exc
         if err.creation_error is not None:
-            exc = ActorDiedError(from_core_error(err.creation_error))
+            created = from_core_error(err.creation_error)
+            if isinstance(created, UnserializableException):
+                return created  # as Ray: the constructor's error, which could not be rebuilt
+            exc = ActorDiedError(created)
         else:
             exc = ActorDiedError(actor_death_text(err))
         exc.actor_id = _hex(err.actor_id)
