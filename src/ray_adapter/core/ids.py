@@ -20,6 +20,11 @@ _NO_ACTOR = b"\xff" * 12
 _RETURN_INDEXES = tuple(i.to_bytes(4, "little") for i in range(1, 17))
 
 
+def names_actor(task_or_object_id):
+    """True for the id of an actor call (its task id or a return id): the actor part is set."""
+    return task_or_object_id[8:20] != _NO_ACTOR
+
+
 def random_id(size):
     """A random binary id of ``size`` bytes."""
     return os.urandom(size)

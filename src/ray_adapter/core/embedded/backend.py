@@ -328,7 +328,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
     def cancel(self, object_id, force, recursive):
         self._check_started()
         task_id = object_id[:ids.TASK_ID_SIZE]
-        if task_id[8:20] != b"\xff" * 12:  # the id names an actor: an actor call
+        if ids.names_actor(task_id):
             self.actors.cancel_call(task_id)
         else:
             self.tasks.cancel(task_id, force, recursive)

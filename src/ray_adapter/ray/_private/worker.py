@@ -9,14 +9,12 @@ import threading
 
 from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
-from ray_adapter.core import InitOptions
+from ray_adapter.core import InitOptions, ids
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import context_if_started, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._raylet import ObjectRef
 
-SCRIPT_MODE = 0
-WORKER_MODE = 1
 LOCAL_MODE = 2
 
 _init_lock = threading.RLock()
@@ -49,7 +47,8 @@ class RayContext(dict):
                 f"ray_commit={self.ray_commit!r})")
 
 
-from ray_adapter.ray._private.global_worker import global_worker  # noqa: E402
+from ray_adapter.ray._private.global_worker import (  # noqa: E402,F401 - and the modes
+    SCRIPT_MODE, WORKER_MODE, global_worker)
 
 _context = None
 
@@ -307,12 +306,11 @@ def cancel(ray_waitable, *, force=False, recursive=True):
                         f"Got: {type(ray_waitable)}.")
     core = _ensure_core()
     with translated:
-        if force and ray_waitable._id[8:20] != b"\xff" * 12:  # the id names an actor: an actor
-            # task; as Ray, refused while it is unfinished (one that ended: nothing to do)
-            if core.wait([ray_waitable._id], 1, 0)[0]:
-                return
-            raise ValueError("force=True is not supported for actor tasks.")
-        core.cancel(ray_waitable._id, force, recursive)
+        if force and ids.names_actor(ray_waitable._id):  # as Ray, refused unless the call ended
+            if not core.wait([ray_waitable._id], 1, 0)[0]:
+                raise ValueError("force=True is not supported for actor tasks.")
+        else:
+            core.cancel(ray_waitable._id, force, recursive)
 
 
 def kill(actor, *, no_restart=True):
