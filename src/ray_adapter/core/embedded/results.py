@@ -11,7 +11,7 @@ import traceback
 
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
-from ray_adapter.core.execution import split_returns, task_failure
+from ray_adapter.core.execution import NODE_IP, split_returns
 from ray_adapter.core.interface import ArgRef
 
 _NO_ARGS_DATA = serialization.NO_ARGS.data  # the payload of a call without arguments
@@ -99,15 +99,12 @@ def cancelled_failure(exc, task_id, name, actor_repr=None):
     """A call interrupted while it ran: Ray reports ``RayTaskError(TaskCancelledError)``, its
     text the user's frames and ``ray.exceptions.TaskCancelledError: Task: TaskID(...) was
     cancelled.`` (the runtime's frames that raised the interruption are left out)."""
-    failure = task_failure(exc, name, actor_repr)
     tb = exc.__traceback__.tb_next if exc.__traceback__ else None
     frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_RUNTIME_DIR)]
-    failure.traceback_str = (
-        "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
-        + f"ray.exceptions.TaskCancelledError: Task: TaskID({task_id.hex()}) was cancelled.\n")
-    failure.cause = errors.TaskCancelled(task_id)
-    failure.cause_repr = "TaskCancelledError()"
-    return failure
+    text = ("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+            + f"ray.exceptions.TaskCancelledError: Task: TaskID({task_id.hex()}) was cancelled.\n")
+    return errors.TaskFailed(errors.TaskCancelled(task_id), text, name, os.getpid(), NODE_IP,
+                             actor_repr=actor_repr, cause_repr="TaskCancelledError()")
 
 
 _retry_specs = {}
