@@ -15,5 +15,8 @@ def test_task_timeline_stamps_every_segment_of_a_round_trip():
         missing = [name for name, value in segments.items() if value is None]
         # A seam renamed or moved in the runtime shows up here as a segment never stamped.
         assert not missing, (kind, missing, out.stderr[-2000:])
-        assert segments["total_with_stamps"] >= sum(
-            segments[name] for name in ("submit", "worker_call", "driver_result")), segments
+        # Each segment lies inside its own cycle, so its median cannot exceed the median total
+        # (pointwise x_i <= y_i orders every order statistic); a sum of medians has no such bound.
+        total = segments["total_with_stamps"]
+        over = {name: value for name, value in segments.items() if not 0 <= value <= total}
+        assert not over, (total, over)
