@@ -246,13 +246,31 @@ def test_async_actor_call_can_be_cancelled(ray):
 
 
 @pytest.mark.embedded_only(THREADS + ": sys.exit in a task would end the test process")
-def test_sys_exit_in_a_task_is_a_worker_crash(ray):
+@pytest.mark.parametrize("code, status", [(3, 3), (0, 0), ("bye", 1)])
+def test_sys_exit_in_a_task_is_a_worker_crash_with_its_exit_code(ray, code, status):
+    # Ray: WorkerCrashedError whatever the code, and the worker "exits with an exit code 3".
     @ray.remote(max_retries=0)
-    def leave():
-        sys.exit(3)
+    def leave(code):
+        sys.exit(code)
 
-    with pytest.raises(ray.exceptions.WorkerCrashedError):
-        ray.get(leave.remote(), timeout=20)
+    with pytest.raises(ray.exceptions.WorkerCrashedError) as info:
+        ray.get(leave.remote(code), timeout=20)
+    assert f"exit code {status};" in str(info.value), str(info.value)
+
+
+@pytest.mark.embedded_only(THREADS + ": sys.exit in a method would end the test process")
+def test_an_actor_that_exits_with_a_code_dies_saying_so_as_in_ray(ray):
+    @ray.remote
+    class Leaver:
+        def leave(self):
+            sys.exit(3)
+
+    leaver = Leaver.remote()
+    with pytest.raises(ray.exceptions.ActorDiedError) as info:
+        ray.get(leaver.leave.remote(), timeout=20)
+    assert str(info.value).endswith(
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+        "Worker exit detail: Worker exits unexpectedly. Worker exits with an exit code 3."), str(info.value)
 
 
 @pytest.mark.embedded_only("inspects the embedded runtime's object table")

@@ -4,6 +4,7 @@ raised exception, the split of a multi-value return, building an actor instance 
 __init__`` too) and finding its methods, and serializing call arguments."""
 import inspect
 import os
+import sys
 import threading
 import traceback
 
@@ -137,6 +138,22 @@ def intended_exit(exc):
     ``exit_actor()`` and ``sys.exit(0)``. Any other exit code is a crash, as in Ray (the actor
     restarts if it may)."""
     return getattr(exc, "code", None) == 0
+
+
+def exit_status(exc):
+    """The process exit status Python itself gives ``SystemExit`` ``exc``: its code if an int,
+    0 for None, else 1 after writing the code to stderr (``sys.exit("message")``). A worker
+    that ends this way reports that status, as Ray's does ("exits with an exit code 3")."""
+    code = getattr(exc, "code", None)
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    try:
+        sys.stderr.write(f"{code}\n")
+    except (OSError, ValueError):
+        pass
+    return 1
 
 
 def construct(cls, args, kwargs, run_coroutine):

@@ -29,8 +29,8 @@ from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flu
                                                 from_generator_function, loads_plain, pack_error,
                                                 pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call
-from ray_adapter.core.execution import (actor_method, apply_env, construct, intended_exit,  # noqa: F401
-                                        task_failure)
+from ray_adapter.core.execution import (actor_method, apply_env, construct, exit_status,  # noqa: F401
+                                        intended_exit, task_failure)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -241,7 +241,7 @@ class ActorHost:
                 # driver then restarts the actor if it may (ActorUnavailableError meanwhile).
                 from ray_adapter.core.embedded.worker import end_process
 
-                code = exc.code if isinstance(exc.code, int) else 1
+                code = exit_status(exc)
                 flush_posted()
                 end_process(code)
             # exit_actor() or sys.exit(0): the actor ends after this call, not restarted, and

@@ -27,7 +27,7 @@ from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking, write_posts_at_once
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.embedded.worker_reading import ReadRole
-from ray_adapter.core.execution import apply_env, restore_env
+from ray_adapter.core.execution import apply_env, exit_status, restore_env
 from ray_adapter.core.threads import start_daemon, unblock_signals
 
 
@@ -311,10 +311,10 @@ class Worker:
         except (executors.Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
             reply = executors.pack_error(executors.cancelled_failure(exc, task_id, name))
-        except SystemExit:
+        except SystemExit as exc:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).
-            end_process(1)
+            end_process(exit_status(exc))
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
             retryable = executors.should_retry(exc, message.retry_exceptions)
             reply = executors.pack_error(executors.task_failure(exc, name, None))

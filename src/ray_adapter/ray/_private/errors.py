@@ -70,8 +70,8 @@ def actor_death_text(err):
     """Ray's ``ActorDiedError`` text for an :class:`ActorDied` (not a creation failure)."""
     if err.cause is ActorDeath.CRASHED:
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
-                  f"SYSTEM_ERROR Worker exit detail: the worker process (pid={err.pid}) exited "
-                  f"unexpectedly with exit code {err.exit_code}.")
+                  "SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly. Worker exits with "
+                  f"an exit code {err.exit_code}.")
     elif err.cause is ActorDeath.SPAWN_FAILED:
         reason = f"The actor is dead because no worker process could be started for it: {err.detail}"
     elif err.cause is ActorDeath.TERMINATED:
