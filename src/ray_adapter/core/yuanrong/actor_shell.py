@@ -19,7 +19,7 @@ import inspect
 import threading
 
 from ray_adapter.core import errors
-from ray_adapter.core.execution import (actor_method, apply_env, construct, intended_exit,
+from ray_adapter.core.execution import (actor_method, apply_env, construct, exit_status, intended_exit,
                                         task_failure)
 from ray_adapter.core.yuanrong.envs import setup_once
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
@@ -205,7 +205,7 @@ class ActorShell:
             self.exited = True  # exit_actor() or sys.exit(0): this call reports the death
             self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name)
             return Box(False, self.death)
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = exit_status(exc)
         with self._build_lock:
             if self.restarts_left != 0:
                 if self.restarts_left > 0:
