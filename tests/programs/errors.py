@@ -297,6 +297,46 @@ try:
 except Exception as e:
     show("cancel finished object", type(e).__name__)
 
+# --- an actor's death, as Ray words it --------------------------------------
+def death_text(err):
+    """The ActorDiedError text, its actor id, pid, namespace and ip lines kept without values."""
+    lines = []
+    for line in str(err).splitlines():
+        key, sep, _ = line.strip().partition(": ")
+        lines.append(f"\t{key}: <{key}>" if sep and key in ("actor_id", "pid", "namespace", "ip") else line)
+    return lines
+
+
+@ray.remote
+class Leaver:
+    def leave(self, code):
+        import sys
+
+        sys.exit(code)
+
+    def ready(self):
+        return True
+
+
+leaver = Leaver.options(name="leaver").remote()
+ray.get(leaver.ready.remote())
+try:
+    ray.get(leaver.leave.remote(3))
+except ray.exceptions.ActorDiedError as e:
+    show("actor sys.exit(3) death", death_text(e))
+killed = Leaver.remote()
+ray.get(killed.ready.remote())
+ray.kill(killed)
+death = None
+for _ in range(100):  # ray.kill is asynchronous in Ray: a call right after it may still run
+    try:
+        ray.get(killed.ready.remote())
+        time.sleep(0.1)
+    except ray.exceptions.ActorDiedError as e:
+        death = e
+        break
+show("killed actor death", death_text(death))
+
 ray.shutdown()
 
 # --- auto-init --------------------------------------------------------------

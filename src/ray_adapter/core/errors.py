@@ -116,6 +116,15 @@ class ActorDied(CoreError):
         self.node_id = node_id      # NODE_DIED: the node (hex)
         self.group_id = group_id    # PLACEMENT_GROUP_REMOVED: the group (bytes)
         self.started = started      # PLACEMENT_GROUP_REMOVED: False if it was never placed
+        self.name = self.namespace = self.ip = None  # where it lived: see located()
+
+    def located(self, name, namespace, ip):
+        """Record the dead actor's name (None: unnamed), namespace and node address (None:
+        never placed), which Ray's text lists; fields already set are kept."""
+        self.name = self.name or name or None
+        self.namespace = self.namespace or namespace or None
+        self.ip = self.ip or ip or None
+        return self
 
 
 class ActorUnavailable(CoreError):

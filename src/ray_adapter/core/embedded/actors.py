@@ -248,7 +248,7 @@ class ActorManager(ActorCallsMixin):
         for call, err in fail:
             self._finish_call(call, [rt.error_data(err)], True)
         if death is not None:
-            self.die(actor, death, inflight)
+            self.die(actor, death.located(None, None, worker.node.ip), inflight)
         elif restart:
             self._place(actor)
 
@@ -261,8 +261,13 @@ class ActorManager(ActorCallsMixin):
             if actor.state is ActorState.DEAD:
                 return
             actor.state = ActorState.DEAD
-            actor.death = death
             o = actor.options
+            if isinstance(death, errors.ActorDied):  # Ray's text says where it lived
+                alive_in = actor.worker
+                death.located(o.name, o.namespace, alive_in.node.ip if alive_in is not None else None)
+                if death.pid is None and alive_in is not None:
+                    death.pid = alive_in.pid
+            actor.death = death
             if o.name and self._names.get((o.namespace, o.name)) == actor.actor_id:
                 del self._names[(o.namespace, o.name)]
             calls = list(extra_calls) + list(actor.inflight.values()) + list(actor.pending)

@@ -91,6 +91,10 @@ def actor_death_text(err):
     lines.append(f"\tactor_id: {_hex(err.actor_id)}")
     if err.pid is not None:
         lines.append(f"\tpid: {err.pid}")
+    for label in ("name", "namespace", "ip"):  # where it lived, when the runtime knows
+        value = getattr(err, label, None)
+        if value:
+            lines.append(f"\t{label}: {value}")
     lines.append(reason)
     return "\n".join(lines)
 
