@@ -158,6 +158,10 @@ def test_constructor_failure_fails_every_call(ray):
             ray.get(b.ping.remote(), timeout=30)
         assert isinstance(info.value, ray.exceptions.RayActorError)
         assert "cannot start" in str(info.value) and info.value.actor_init_failed
+        assert str(info.value).startswith(
+            "The actor died because of an error raised in its creation task, ")
+        assert not hasattr(info.value, "cause")  # Ray's ActorDiedError has none (only its text)
+        assert info.value.actor_id == b._actor_id.hex()
 
 
 def test_named_actors(ray):

@@ -181,8 +181,7 @@ class ActorDiedError(RayActorError):
             msg = cause
         else:
             msg = self.BASE_ERROR_MSG
-        super().__init__(actor_id, msg, init_failed)
-        self.cause = cause
+        super().__init__(actor_id, msg, init_failed)  # no .cause attribute, as in Ray
 
 
 class ActorUnavailableError(RayActorError):
