@@ -92,6 +92,7 @@ def test_cancel_pending_running_and_force(ray, tmp_path):
     with pytest.raises(ray.exceptions.TaskCancelledError) as info:
         ray.get(pending, timeout=10)
     assert not isinstance(info.value, ray.exceptions.RayTaskError)
+    assert (str(info.value), info.value.task_id) == ("", None)  # as Ray: no id, no text
     ray.cancel(running)
     with pytest.raises(ray.exceptions.TaskCancelledError) as info:
         ray.get(running, timeout=10)
@@ -106,8 +107,9 @@ def test_cancel_pending_running_and_force(ray, tmp_path):
     while not started.exists():
         time.sleep(0.01)
     ray.cancel(forced, force=True)
-    with pytest.raises(ray.exceptions.TaskCancelledError):
+    with pytest.raises(ray.exceptions.TaskCancelledError) as info:
         ray.get(forced, timeout=10)
+    assert str(info.value) == ""
     ray.cancel(ray.put(1))  # finished objects: nothing to do
     assert ray.get(never.remote(), timeout=10) == "ran"
 

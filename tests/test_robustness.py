@@ -242,6 +242,8 @@ def test_async_actor_call_can_be_cancelled(ray):
     with pytest.raises(ray.exceptions.TaskCancelledError) as info:
         ray.get(waiting, timeout=10)
     assert not isinstance(info.value, ray.exceptions.RayTaskError), type(info.value)
+    assert str(info.value) == (f"The task {waiting.hex()[:48]} is canceled from an actor "
+                               f"{one._actor_id.hex()} before it executes."), str(info.value)
     ray.cancel(running)
 
 

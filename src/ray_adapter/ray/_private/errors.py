@@ -3,7 +3,7 @@
 Backends report *why* (an enum and facts: pid, exit code, retries); the messages are written
 here, once, in Ray 2.60's shape.
 """
-from ray_adapter.core import errors as core_errors
+from ray_adapter.core import errors as core_errors, ids as core_ids
 from ray_adapter.core.errors import ActorDeath, WorkerDeath
 from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
                                         ActorUnavailableError, ActorUnschedulableError,
@@ -119,6 +119,15 @@ def _unschedulable_text(err):
     return _NODE_AFFINITY_GONE
 
 
+def _cancelled_before_running(task_id):
+    """Ray's plain TaskCancelledError (the work never ran, or a force cancel killed it): for a
+    task no id and no text; for an actor call, the actor's words."""
+    if task_id and core_ids.names_actor(task_id):
+        return TaskCancelledError(error_message=f"The task {task_id.hex()} is canceled from an actor "
+                                                f"{task_id[8:].hex()} before it executes.")
+    return TaskCancelledError()
+
+
 def from_core_error(err):
     """The Ray exception for a :class:`ray_adapter.core.errors.CoreError`."""
     if isinstance(err, core_errors.TaskFailed):
@@ -126,7 +135,7 @@ def from_core_error(err):
     if isinstance(err, core_errors.GetTimeout):
         return GetTimeoutError(f"Get timed out: some object(s) not ready after {err.timeout} seconds.")
     if isinstance(err, core_errors.TaskCancelled):
-        return TaskCancelledError(err.task_id.hex() if err.task_id else None)
+        return _cancelled_before_running(err.task_id)
     if isinstance(err, core_errors.WorkerDied):
         return WorkerCrashedError(_worker_crash_text(err))
     if isinstance(err, core_errors.ActorDied):
