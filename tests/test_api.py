@@ -648,3 +648,49 @@ def test_a_future_its_holder_cancelled_stays_quiet_when_the_object_is_sealed(ray
     reported = [r.getMessage() for r in caplog.records] + [capfd.readouterr().err]
     assert not [text for text in reported if "exception calling callback" in text
                 or "InvalidStateError" in text], reported
+
+
+def test_get_of_a_list_raises_the_first_failure_without_waiting_for_the_rest(ray, tmp_path):
+    # As Ray: one failed ref ends the get at once (a trainer's ranks blocked in a collective
+    # behind a crashed peer would otherwise hang it), with or without a timeout, in the
+    # driver and in a task, for tasks and actor calls.
+    release = str(tmp_path / "release")
+
+    @ray.remote(num_cpus=0)
+    def held(path):
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return "released"
+
+    @ray.remote(num_cpus=0)
+    def fails(after):
+        time.sleep(after)
+        raise ValueError(f"failed after {after}")
+
+    @ray.remote(num_cpus=0)
+    def get_in_task(refs):
+        try:
+            ray.get(refs)
+        except ValueError as err:
+            return str(err.cause) if hasattr(err, "cause") else str(err)
+
+    @ray.remote(num_cpus=0)
+    class Rank:
+        def step(self, path):
+            return ray.get(held.remote(path))
+
+    rank = Rank.remote()
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="failed after 0.2"):
+        ray.get([held.remote(release), fails.remote(0.2)])
+    with pytest.raises(ValueError, match="failed after 0.1"):
+        ray.get([rank.step.remote(release), fails.remote(0.1)], timeout=30)
+    with pytest.raises(ValueError, match="failed after 0"):  # failed before the get began
+        done = fails.remote(0)
+        ray.wait([done])
+        ray.get([held.remote(release), done])
+    assert ray.get(get_in_task.remote([held.remote(release), fails.remote(0.1)])) == "failed after 0.1"
+    assert time.monotonic() - start < 30, "a get waited for a ref after another had failed"
+    open(release, "w").close()
+    assert ray.get(held.remote(release)) == "released"

@@ -236,10 +236,10 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def get(self, object_ids, timeout):
         self._check_started()
-        if not self.objects.wait(object_ids, len(object_ids), timeout):
+        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True):
             raise errors.GetTimeout(timeout)
         values = []
-        for data, is_error in self.objects.values(object_ids):
+        for data, is_error in self.objects.collect(object_ids):
             value = serialization.loads(data)
             if is_error:
                 raise value

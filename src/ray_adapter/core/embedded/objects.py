@@ -65,13 +65,14 @@ class Entry:
 class _Waiter:
     """Counts sealed objects for one ``when_ready`` registration."""
 
-    __slots__ = ("remaining", "callback", "fired", "entries")
+    __slots__ = ("remaining", "callback", "fired", "entries", "on_error")
 
-    def __init__(self, remaining, callback):
+    def __init__(self, remaining, callback, on_error=False):
         self.remaining = remaining
         self.callback = callback
         self.fired = False
         self.entries = ()
+        self.on_error = on_error  # fire as soon as one is sealed with an error (ray.get)
 
 
 class _Drain(threading.local):
@@ -126,7 +127,7 @@ class ObjectTable(HoldersMixin):
                 waiters, entry.waiters = entry.waiters, None
                 for waiter in waiters or ():
                     waiter.remaining -= 1
-                    if waiter.remaining <= 0 and not waiter.fired:
+                    if (waiter.remaining <= 0 or is_error and waiter.on_error) and not waiter.fired:
                         waiter.fired = True
                         fired.append(waiter.callback)
                 self._free_if_unused(object_id, entry)
@@ -243,6 +244,21 @@ class ObjectTable(HoldersMixin):
         entry = self._objects.get(object_id)
         return entry.producer if entry is not None else None
 
+    def collect(self, object_ids):
+        """What ``ray.get`` returns or raises: ``[(data, False)]`` of sealed objects or, once one
+        is sealed with an error, ``[(data, True)]`` of the first such in ``object_ids`` (Ray
+        raises it without waiting for the others). Raises ObjectFreed for a missing one."""
+        out = []
+        with self._lock:
+            for oid in object_ids:
+                entry = self._objects.get(oid)
+                if entry is None:
+                    raise errors.ObjectFreed(oid)
+                if entry.is_error:
+                    return [(entry.data, True)]
+                out.append((entry.data, False))
+        return out
+
     def values(self, object_ids):
         """``[(data, is_error)]`` of sealed objects; raises ObjectFreed for a missing one."""
         out = []
@@ -270,22 +286,25 @@ class ObjectTable(HoldersMixin):
             return [oid not in objs or objs[oid].state is ObjectState.READY for oid in object_ids]
 
     # -- waiting -----------------------------------------------------------------------------
-    def when_ready(self, object_ids, callback, needed=None):
+    def when_ready(self, object_ids, callback, needed=None, on_error=False):
         """Call ``callback(True)`` once ``needed`` (default: all) of ``object_ids`` are sealed
-        (at once, in this thread, if they are). Missing ids count as ready. Returns a token for
-        :meth:`cancel_wait`; on shutdown the callback gets ``False``."""
+        (at once, in this thread, if they are), or, ``on_error``, once one is sealed with an
+        error. Missing ids count as ready. Returns a token for :meth:`cancel_wait`; on shutdown
+        the callback gets ``False``."""
         with self._lock:
             closed = self._closed
             if closed:
                 fire, waiter = True, None
             else:
-                pending = [self._objects[oid] for oid in object_ids
-                           if oid in self._objects and self._objects[oid].state is ObjectState.PENDING]
+                objs = self._objects
+                pending = [objs[oid] for oid in object_ids
+                           if oid in objs and objs[oid].state is ObjectState.PENDING]
                 short = (len(object_ids) if needed is None else needed) - (len(object_ids) - len(pending))
-                fire = short <= 0
+                fire = short <= 0 or on_error and len(pending) < len(object_ids) and any(
+                    objs[oid].is_error for oid in object_ids if oid in objs)
                 waiter = None
                 if not fire:
-                    waiter = _Waiter(short, callback)
+                    waiter = _Waiter(short, callback, on_error)
                     waiter.entries = pending
                     for entry in pending:
                         if entry.waiters is None:
@@ -315,9 +334,10 @@ class ObjectTable(HoldersMixin):
             waiter.entries = ()
         return True
 
-    def wait(self, object_ids, needed, timeout):
-        """Block the calling thread until ``needed`` of ``object_ids`` are sealed; True if so
-        within ``timeout`` seconds (None: forever). Raises NotInitialized on shutdown."""
+    def wait(self, object_ids, needed, timeout, on_error=False):
+        """Block the calling thread until ``needed`` of ``object_ids`` are sealed (``on_error``:
+        or one is sealed with an error); True if so within ``timeout`` seconds (None: forever).
+        Raises NotInitialized on shutdown."""
         flush_posted()  # about to block: the work this waits for may still be queued here
         signal = _allocate_lock()  # held: released by the callback (cheaper than an Event)
         signal.acquire()
@@ -327,7 +347,7 @@ class ObjectTable(HoldersMixin):
             outcome.append(ok)
             signal.release()
 
-        waiter = self.when_ready(object_ids, done, needed)
+        waiter = self.when_ready(object_ids, done, needed, on_error)
         if not outcome:
             if timeout is not None and timeout <= 0:
                 if self.cancel_wait(waiter):

@@ -150,7 +150,8 @@ class DriverService:
         ids = message.ids
         self._when(worker, message.req_id, ids, len(ids), message.timeout,
                    lambda ok: self._send_values(worker, message.req_id, ids, ok),
-                   lambda: self._send_get_error(worker, message.req_id, errors.GetTimeout(message.timeout)))
+                   lambda: self._send_get_error(worker, message.req_id, errors.GetTimeout(message.timeout)),
+                   on_error=True)
 
     def on_wait(self, worker, message, buffers):
         ids = message.ids
@@ -163,9 +164,10 @@ class DriverService:
 
         self._when(worker, message.req_id, ids, message.num_returns, message.timeout, answer, answer)
 
-    def _when(self, worker, req_id, ids, needed, timeout, on_ready, on_timeout):
-        """Call exactly one of ``on_ready(ok)`` (``needed`` objects sealed) or ``on_timeout()``
-        (``timeout`` seconds passed), with the task's CPUs lent back meanwhile."""
+    def _when(self, worker, req_id, ids, needed, timeout, on_ready, on_timeout, on_error=False):
+        """Call exactly one of ``on_ready(ok)`` (``needed`` objects sealed, or ``on_error`` one
+        sealed with an error) or ``on_timeout()`` (``timeout`` seconds passed), with the task's
+        CPUs lent back meanwhile."""
         rt = self.rt
         token = rt.tasks.block(worker)
         state = {"timer": None, "fired": False}
@@ -178,7 +180,7 @@ class DriverService:
             rt.tasks.unblock(worker, token)
             on_ready(ok)
 
-        waiter = rt.objects.when_ready(ids, ready, needed)
+        waiter = rt.objects.when_ready(ids, ready, needed, on_error)
         if state["fired"]:
             return
         if timeout is not None and timeout <= 0:
@@ -200,7 +202,7 @@ class DriverService:
                 "ray.shutdown() was called while this call was waiting"))
             return
         try:
-            values = self.rt.objects.values(ids)
+            values = self.rt.objects.collect(ids)
         except errors.ObjectFreed as err:
             self._send_get_error(worker, req_id, err)
             return

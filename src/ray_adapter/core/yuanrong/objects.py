@@ -50,6 +50,14 @@ def _settle(ours, value, exc):
         pass
 
 
+def _failed(future):
+    """True for a done future of ours whose object is an error (see ``_value``)."""
+    if future.cancelled() or future.exception() is not None:
+        return True
+    box = future.result()
+    return box is None or isinstance(box, shell.Box) and not box.ok
+
+
 class ObjectsMixin:
     """put / get / wait / references over yr ObjectRefs."""
 
@@ -118,10 +126,16 @@ class ObjectsMixin:
         elif timeout is not None and timeout <= 0:
             if not all(f.done() for f in futures):
                 raise errors.GetTimeout(timeout)
-        else:
-            _, pending = concurrent.futures.wait(futures, timeout=timeout)
-            if pending:
-                raise errors.GetTimeout(timeout)
+        else:  # all of them, or the first to fail: Ray raises it without waiting for the rest
+            try:
+                for future in concurrent.futures.as_completed(futures, timeout=timeout):
+                    if _failed(future):
+                        break
+            except concurrent.futures.TimeoutError:
+                raise errors.GetTimeout(timeout) from None
+            for obj in objs:
+                if obj.future.done() and _failed(obj.future):
+                    self._value(obj)  # raises its error: the first failed one in list order
         return [self._value(o) for o in objs]
 
     def wait(self, object_ids, num_returns, timeout):
