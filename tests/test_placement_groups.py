@@ -1,6 +1,7 @@
 """Placement groups and scheduling strategies on one node, on both backends (the multi-node
 cases are in test_cluster.py). Real worker processes (embedded) and yr's local mode."""
 import os
+import time
 
 import pytest
 
@@ -224,6 +225,32 @@ def test_removal_kills_its_actors_and_tasks_and_returns_resources(ray):
     assert not any(k.startswith("CPU_group") for k in ray.available_resources())
 
 
+@pytest.mark.embedded_only("yr local mode cannot interrupt a running task (its tasks are threads)")
+def test_a_task_running_in_a_removed_group_fails_with_task_placement_group_removed(ray, tmp_path):
+    s = strategies()
+    pg = ray.util.placement_group([{"CPU": 1}])
+    assert pg.wait(30) is True
+    started = tmp_path / "started"
+
+    @ray.remote(num_cpus=1, max_retries=3)  # not retried into the removed group
+    def runs(path):
+        open(path, "w").close()
+        time.sleep(60)
+
+    running = runs.options(scheduling_strategy=s.PlacementGroupSchedulingStrategy(pg)).remote(str(started))
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    ray.util.remove_placement_group(pg)
+    with pytest.raises(ray.exceptions.TaskPlacementGroupRemoved):
+        ray.get(running, timeout=30)
+    # As Ray: waiting on a removed group raises (it used to answer False).
+    with pytest.raises(Exception, match=r"^Placement group PlacementGroupID\([0-9a-f]+\) does not exist\.$"):
+        pg.wait(1)
+    assert ray.available_resources()["CPU"] == 2.0
+
+
 @pytest.mark.embedded_only("groups created inside actors need the embedded runtime's actor lifecycle")
 def test_groups_created_by_an_actor_go_with_it(ray):
     @ray.remote
@@ -271,3 +298,11 @@ def test_npus_get_ascend_visible_devices(ray_module, monkeypatch):
     monkeypatch.setenv("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "1")
     visible, ids = ray.get(npu.remote(), timeout=30)
     assert visible is None and len(ids) == 1
+
+
+def test_waiting_on_a_removed_group_raises_as_in_ray(ray):
+    pg = ray.util.placement_group([{"CPU": 1}])
+    assert pg.wait(30) is True
+    ray.util.remove_placement_group(pg)
+    with pytest.raises(Exception, match=r"^Placement group PlacementGroupID\([0-9a-f]+\) does not exist\.$"):
+        pg.wait(1)

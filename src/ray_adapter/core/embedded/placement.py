@@ -96,9 +96,12 @@ class PlacementGroups:
 
     # -- waiting -----------------------------------------------------------------------------
     def wait(self, group_id, timeout):
-        """True once the group is placed; False after ``timeout`` seconds or if removed."""
+        """True once the group is placed; False after ``timeout`` seconds. Raises
+        PlacementGroupRemoved if it is removed (before or while waiting)."""
         record = self._record(group_id)
         record.event.wait(wait_seconds(timeout))
+        if record.state == "REMOVED":
+            raise errors.PlacementGroupRemoved(group_id)
         return record.state == "CREATED" and self.rt.scheduler.groups[group_id].placed
 
     def ready(self, group_id, value):

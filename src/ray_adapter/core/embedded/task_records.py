@@ -43,7 +43,7 @@ class TaskRecord:
     __slots__ = ("task_id", "key", "args", "deps", "carried", "options", "return_ids",
                  "retries_left", "units", "state", "cancelled", "demand", "grant", "worker",
                  "waiter", "retry_blob", "shape", "streaming", "owner", "parent", "started",
-                 "cancel_children")
+                 "cancel_children", "evicted")
 
     def __init__(self, task_id, key, args, deps, carried, options, return_ids):
         self.task_id = task_id
@@ -67,4 +67,5 @@ class TaskRecord:
         self.owner = None               # the worker that submitted it (None: the driver)
         self.parent = None              # the id of the task that submitted it (None: none known)
         self.cancel_children = False    # cancelled recursively: a task it submits now is too
+        self.evicted = False            # its placement group was removed while it ran
         self.started = 0.0              # time.monotonic() it was sent to run (or passed a lease)

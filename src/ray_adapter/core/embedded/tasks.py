@@ -124,11 +124,12 @@ class TaskManager(TaskPipelineMixin):
         self._finish_claimed(record, [self.rt.error_data(error)], True)
 
     def on_evict(self, record):
-        """Its placement group was removed while it ran: its worker is killed, no retry (Ray
-        reports WorkerCrashedError)."""
+        """Its placement group was removed while it ran: its worker is killed and the task fails
+        with TaskPlacementGroupRemoved, not retried (Ray 2.60 here retries it into the removed
+        group, where it waits forever)."""
         with self._lock:
             worker = record.worker if record.state is TaskState.RUNNING else None
-            record.retries_left = 0
+            record.evicted = True
         if worker is not None:
             try:
                 os.kill(worker.pid, signal.SIGKILL)
@@ -238,8 +239,8 @@ class TaskManager(TaskPipelineMixin):
             if record is None or record.state is not TaskState.RUNNING:
                 return
             grant, record.grant, record.worker = record.grant, None, None
-            if record.cancelled:
-                outcome = "cancelled"
+            if record.cancelled or record.evicted:
+                outcome = "cancelled" if record.cancelled else "evicted"
             elif record.retries_left != 0:
                 left = record.retries_left  # Ray's notice counts the retries before this one
                 if record.retries_left > 0:
@@ -250,10 +251,12 @@ class TaskManager(TaskPipelineMixin):
                 outcome = "died"
         rt.scheduler.run(rt.scheduler.release(grant))
         code = worker.proc.returncode
-        if outcome != "cancelled":
+        if outcome not in ("cancelled", "evicted"):
             notice_worker_died(worker.pid, code)
         if outcome == "cancelled":
             self._finish_cancelled(record)
+        elif outcome == "evicted":
+            self.on_unschedulable(record, "group_removed")
         elif outcome == "retry":
             rt.notice_retry(record.options.name, left, None, worker.pid, code)
             self._queue(record)

@@ -39,6 +39,8 @@ class ClusterQueriesMixin:
                 return False
             try:
                 self.get([oid], 0)
+            except errors.PlacementGroupRemoved:
+                raise
             except errors.CoreError:
                 return False
             return True

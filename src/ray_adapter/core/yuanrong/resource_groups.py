@@ -145,6 +145,8 @@ class ResourceGroupsMixin:
     def wait_placement_group(self, placement_group_id, timeout):
         group = self._group(placement_group_id)
         group.event.wait(timeout)
+        if group.state == "REMOVED":
+            raise errors.PlacementGroupRemoved(placement_group_id)
         return group.state == "CREATED"
 
     def placement_group_ready(self, placement_group_id, value):

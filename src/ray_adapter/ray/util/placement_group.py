@@ -10,6 +10,7 @@ a group that cannot be placed stays pending. The runtime core does the placing
 import warnings
 
 from ray_adapter import gaps
+from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import context as _context, core as _core, translated
 from ray_adapter.ray._raylet import ObjectRef, PlacementGroupID
@@ -52,9 +53,14 @@ class PlacementGroup:
         return ObjectRef(object_id, core, _add_ref=False)
 
     def wait(self, timeout_seconds=30):
-        """True once the group is created, False if ``timeout_seconds`` passed first."""
+        """True once the group is created, False if ``timeout_seconds`` passed first; a removed
+        group raises ``Exception("Placement group PlacementGroupID(...) does not exist.")``, as
+        in Ray."""
         with translated:
-            return bool(_core().wait_placement_group(self.id.binary(), timeout_seconds))
+            try:
+                return bool(_core().wait_placement_group(self.id.binary(), timeout_seconds))
+            except core_errors.PlacementGroupRemoved:
+                raise Exception(f"Placement group {self.id} does not exist.") from None
 
     @property
     def bundle_specs(self):
