@@ -428,3 +428,40 @@ def test_a_driver_with_sigpipe_at_its_default_survives_writes_to_dead_workers():
     """), env={"RAY_ADAPTER_RUNTIME": "embedded"}, timeout=300)
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert result.stdout.strip() == "driver alive"
+
+
+def test_a_long_line_of_tasks_that_cannot_start_fails_each_without_recursing():
+    # The driver out of descriptors: every worker spawn fails (EMFILE). Each failed task hands
+    # its CPU to the next in line; that chain once recursed (RecursionError in the reader
+    # thread, the rest of the tasks never answered). Now each fails with WorkerCrashedError,
+    # and the runtime works again once descriptors are free.
+    result = run_code(textwrap.dedent("""
+        import os, ray
+        ray.init(num_cpus=1)
+
+        @ray.remote(max_calls=1, max_retries=0)  # each task needs a new worker process
+        def one(i):
+            return i
+
+        assert ray.get(one.remote(0)) == 0
+        held = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        refs = [one.remote(i) for i in range(1500)]
+        failed = 0
+        for ref in refs:
+            try:
+                ray.get(ref, timeout=60)
+            except ray.exceptions.WorkerCrashedError:
+                failed += 1
+        for fd in held:
+            os.close(fd)
+        print(failed, ray.get(one.remote(7), timeout=60))
+    """), env={"RAY_ADAPTER_RUNTIME": "embedded"}, timeout=170)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "RecursionError" not in result.stderr, result.stderr[-3000:]
+    failed, after = result.stdout.split()
+    assert int(failed) > 1000 and after == "7", result.stdout

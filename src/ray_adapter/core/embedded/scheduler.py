@@ -18,10 +18,14 @@ Placement groups and nodes coming and going, and the per-node reports, are in
 :mod:`.scheduler_topology` (mixed in).
 
 Thread-safety: all state is guarded by ``Scheduler._lock``, a leaf lock; any thread may call.
+:meth:`Scheduler.run` is not re-entered on one thread: grants that starting a demand hands
+back (a task that cannot start returns its resources to the next in line) join the loop that
+is running, so a long line of failures never nests (its state is per thread).
 """
 import collections
 import itertools
 import threading
+import traceback
 
 from ray_adapter.core.embedded import group_placement
 from ray_adapter.core.embedded.demands import Demand, Grant  # noqa: F401  (Demand: re-exported)
@@ -29,6 +33,12 @@ from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SH
 from ray_adapter.core.embedded.resources import Node, NodeResources  # noqa: F401  (Node: re-exported)
 from ray_adapter.core.embedded.scheduler_topology import TopologyMixin
 from ray_adapter.core.scheduling import matches_all
+
+
+class _Running(threading.local):
+    def __init__(self):
+        self.active = False
+        self.queue = collections.deque()
 
 
 class Scheduler(TopologyMixin):
@@ -42,6 +52,7 @@ class Scheduler(TopologyMixin):
         self._seq = itertools.count()
         self._spread = 0
         self.spare = None  # called after every run(): resources may be free (see run)
+        self._running = _Running()  # this thread's run() loop: active flag and its queue
         self._feasible = {}  # resource shape -> feasible on some node (cleared as nodes change)
 
     @property
@@ -254,11 +265,23 @@ class Scheduler(TopologyMixin):
         """Start (or fail) what a grant-returning call decided (call outside any lock). Then
         :attr:`spare` is called: resources may be free that no queued demand could take and
         that work held back elsewhere (a pipelined follower) could use (:meth:`fits_now`)."""
-        for demand, grant in granted:
-            if grant is None and getattr(demand, "failure", None) is not None:
-                demand.fail(demand.failure)
-            else:
-                demand.start(grant)
+        running = self._running
+        running.queue.extend(granted)
+        if running.active:  # called from a demand this thread is starting: the loop below runs it
+            return
+        running.active = True
+        try:
+            while running.queue:
+                demand, grant = running.queue.popleft()
+                try:
+                    if grant is None and getattr(demand, "failure", None) is not None:
+                        demand.fail(demand.failure)
+                    else:
+                        demand.start(grant)
+                except Exception:  # noqa: BLE001 - one broken start must not strand the rest
+                    traceback.print_exc()
+        finally:
+            running.active = False
         if self.spare is not None:
             self.spare()
 
