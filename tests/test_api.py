@@ -184,6 +184,7 @@ def test_get_timeout_raises_get_timeout_error(ray):
     with pytest.raises(ray.exceptions.GetTimeoutError) as info:
         ray.get(ref, timeout=0.1)
     assert isinstance(info.value, TimeoutError)
+    assert str(info.value) == "Get timed out: some object(s) not ready."  # Ray's words
     with pytest.raises(ray.exceptions.GetTimeoutError):
         ray.get(ref, timeout=0)
     with pytest.raises(ray.exceptions.GetTimeoutError):
@@ -694,3 +695,11 @@ def test_get_of_a_list_raises_the_first_failure_without_waiting_for_the_rest(ray
     assert time.monotonic() - start < 30, "a get waited for a ref after another had failed"
     open(release, "w").close()
     assert ray.get(held.remote(release)) == "released"
+
+
+def test_an_object_ref_checks_its_id_as_rays_does(ray):
+    with pytest.raises(ValueError, match="^ID string needs to have length 28, got 3$"):
+        ray.ObjectRef(b"abc")
+    with pytest.raises(TypeError, match="^Unsupported type: <class 'str'>, expected bytes$"):
+        ray.ObjectRef("x" * 28)
+    assert ray.ObjectRef(b"\x01" * 28).hex() == "01" * 28

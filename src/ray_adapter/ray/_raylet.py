@@ -96,6 +96,11 @@ class ObjectRef:
     __slots__ = ("_id", "_core", "__weakref__")
 
     def __init__(self, object_id, _core_ref=None, _add_ref=True):
+        if type(object_id) is not bytes or len(object_id) != 28:  # as Ray checks an id
+            if not isinstance(object_id, bytes):
+                raise TypeError(f"Unsupported type: {type(object_id)}, expected bytes")
+            if len(object_id) != 28:
+                raise ValueError(f"ID string needs to have length 28, got {len(object_id)}")
         self._id = object_id
         self._core = _core_ref
         if _add_ref and _core_ref is not None:

@@ -133,7 +133,7 @@ def from_core_error(err):
     if isinstance(err, core_errors.TaskFailed):
         return _task_error(err)
     if isinstance(err, core_errors.GetTimeout):
-        return GetTimeoutError(f"Get timed out: some object(s) not ready after {err.timeout} seconds.")
+        return GetTimeoutError("Get timed out: some object(s) not ready.")
     if isinstance(err, core_errors.TaskCancelled):
         return _cancelled_before_running(err.task_id)
     if isinstance(err, core_errors.WorkerDied):
