@@ -125,8 +125,8 @@ class TaskManager(TaskPipelineMixin):
 
     def on_evict(self, record):
         """Its placement group was removed while it ran: its worker is killed and the task fails
-        with TaskPlacementGroupRemoved, not retried (Ray 2.60 here retries it into the removed
-        group, where it waits forever)."""
+        with TaskPlacementGroupRemoved, not retried (Ray 2.60 here never answers such a task: its
+        ``get`` times out)."""
         with self._lock:
             worker = record.worker if record.state is TaskState.RUNNING else None
             record.evicted = True
