@@ -25,6 +25,11 @@ def names_actor(task_or_object_id):
     return task_or_object_id[8:20] != _NO_ACTOR
 
 
+def actor_of(task_id):
+    """The id of the actor an actor call's task id names (its actor part and job)."""
+    return task_id[8:24]
+
+
 def random_id(size):
     """A random binary id of ``size`` bytes."""
     return os.urandom(size)

@@ -127,15 +127,18 @@ class ObjectsMixin:
             if not all(f.done() for f in futures):
                 raise errors.GetTimeout(timeout)
         else:  # all of them, or the first to fail: Ray raises it without waiting for the rest
+            failed = False
             try:
                 for future in concurrent.futures.as_completed(futures, timeout=timeout):
                     if _failed(future):
+                        failed = True
                         break
             except concurrent.futures.TimeoutError:
                 raise errors.GetTimeout(timeout) from None
-            for obj in objs:
-                if obj.future.done() and _failed(obj.future):
-                    self._value(obj)  # raises its error: the first failed one in list order
+            if failed:  # raise the first failed one in list order (the rest may still be
+                for obj in objs:  # running: _value would wait for them)
+                    if obj.future.done() and _failed(obj.future):
+                        self._value(obj)
         return [self._value(o) for o in objs]
 
     def wait(self, object_ids, num_returns, timeout):

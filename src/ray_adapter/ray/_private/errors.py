@@ -124,7 +124,7 @@ def _cancelled_before_running(task_id):
     task no id and no text; for an actor call, the actor's words."""
     if task_id and core_ids.names_actor(task_id):
         return TaskCancelledError(error_message=f"The task {task_id.hex()} is canceled from an actor "
-                                                f"{task_id[8:].hex()} before it executes.")
+                                                f"{core_ids.actor_of(task_id).hex()} before it executes.")
     return TaskCancelledError()
 
 
