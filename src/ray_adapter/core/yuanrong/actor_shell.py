@@ -23,7 +23,8 @@ from ray_adapter.core.execution import (actor_method, apply_env, construct, exit
                                         task_failure)
 from ray_adapter.core.yuanrong.envs import setup_once
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
-                                             current_group, current_shell, load_args, result_box, stream_items,
+                                             current_devices, current_group, current_shell,
+                                             local_resources, load_args, result_box, stream_items,
                                              stream_items_async, _forget_cancel)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
@@ -64,6 +65,8 @@ class ActorShell:
          max_concurrency, max_restarts) = meta[:10]
         # (placement group id, capture child tasks) when the actor runs in a group's bundle
         self.group = meta[10] if len(meta) > 10 else None
+        placement = meta[11] if len(meta) > 11 else None  # local mode: the adapter grants it
+        self.devices = None  # local mode: the device ids granted to it ({"GPU": [0]})
         self.actor_id, self.name, self.class_name = actor_id, name, class_name
         self.resources = resources
         self.init_error = None
@@ -91,16 +94,48 @@ class ActorShell:
         if hook_failure is not None:
             failed = Box(False, errors.EnvSetupFailed(hook_failure))
         self._args = (args, kwargs)
+        # Set once the instance is built (or failed). Local mode: an actor whose resources are
+        # not free yet is built by _granted, later (yr's local mode runs this constructor in the
+        # creating call, so it must not wait here); its calls wait for it in call().
+        self._ready = threading.Event()
+        if failed is None:
+            gate = local_resources()
+            try:
+                grant, deferred = (None, False) if gate is None else gate.acquire(
+                    actor_id, resources, placement, class_name, callback=self._granted)
+            except errors.CoreError as exc:  # unschedulable; shut down
+                failed = Box(False, exc)
+            else:
+                if deferred:
+                    return
+                self.devices = grant.devices if grant is not None else None
         if failed is not None:
             self.init_error = failed.value
         else:
             self._build()
+        self._ready.set()
+
+    def _granted(self, grant, error):
+        """Local mode: the resources this actor waited for are granted (or it was killed):
+        build it on a thread of its own (this runs in the thread that freed them)."""
+        if error is not None:
+            self.init_error = error
+            self._ready.set()
+            return
+        self.devices = grant.devices
+
+        def build():
+            self._build()
+            self._ready.set()
+
+        threading.Thread(target=build, daemon=True, name="ray-adapter-yr-actor-init").start()
 
     def _build(self):
         """Make the instance (again, after a restart); a failure is kept as ``init_error``."""
         args, kwargs = self._args
         token = current_call.set((None, f"{self.class_name}.__init__", self.actor_id, self.name, self.resources))
         group_token = current_group.set(self.group)
+        devices_token = current_devices.set(self.devices)
         if self.loop is not None:
             # Current while a sync constructor runs: asyncio objects it makes (asyncio.Event())
             # bind to the actor's loop on Python 3.9, as in Ray.
@@ -112,6 +147,7 @@ class ActorShell:
         finally:
             if self.loop is not None:
                 asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
+            current_devices.reset(devices_token)
             current_group.reset(group_token)
             current_call.reset(token)
 
@@ -127,6 +163,8 @@ class ActorShell:
     def call(self, meta, packed_args, *deps):
         (method_name, task_id, name, num_returns, dep_indexes, streaming, group, retry_on, retries,
          crash_retries) = meta
+        if not self._ready.is_set():  # local mode: still waiting for its resources
+            self._ready.wait()  # set by _granted's build, or when it is aborted
         limit = self._limits.get(group or "") if self._limits else None
         if self._limits and limit is None:
             return Box(False, task_failure(ValueError(
@@ -155,6 +193,7 @@ class ActorShell:
         token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
         shell_token = current_shell.set(self)
         group_token = current_group.set(self.group)
+        devices_token = current_devices.set(self.devices)
         try:
             while True:
                 try:
@@ -173,6 +212,7 @@ class ActorShell:
                         continue
                     return Box(False, task_failure(exc, name, self.class_name))
         finally:
+            current_devices.reset(devices_token)
             current_group.reset(group_token)
             current_shell.reset(shell_token)
             current_call.reset(token)

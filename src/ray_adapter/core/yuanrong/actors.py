@@ -78,7 +78,8 @@ class ActorsMixin:
             meta = (actor_id, options.name, options.class_name, options.is_async, env,
                     dict(options.resources), dep_indexes, groups, options.max_concurrency,
                     options.max_restarts,
-                    (placement.group_id, bool(placement.capture)) if in_group else None)
+                    (placement.group_id, bool(placement.capture)) if in_group else None,
+                    placement if self.local_mode else None)  # local mode: granted by the adapter
             concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
             concurrency += sum(groups.values())  # every group's calls run at once; the shell limits each
             opts = self.invoke_options(
@@ -98,10 +99,6 @@ class ActorsMixin:
             actor.dead = True
             actor.created.set()
             raise
-        if self.local_mode and not in_group:  # a bundle holds what runs in it already
-            self._hold(options.resources)
-        elif in_group:
-            actor.resources = {}  # nothing to give back to the node when it dies
         actor.set_proxy(proxy)
         return info
 
@@ -178,8 +175,8 @@ class ActorsMixin:
         packed, actor.arg_holds = actor.arg_holds, None
         self._release_now(packed)
         actor.death = death
-        if self.local_mode:
-            self._release(actor.resources)
+        if self._local is not None:  # its resources go back (or its waiting request ends)
+            self._local.release(actor.actor_id)
         info = actor.info
         if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
             del self._names[(info.namespace, info.name)]

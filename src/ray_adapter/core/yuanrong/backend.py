@@ -26,13 +26,14 @@ import uuid
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
-from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.embedded.resources import detect_accelerators
+from ray_adapter.core.yuanrong import shell, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
-from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.envs import EnvsMixin
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.holders import HoldersMixin
+from ray_adapter.core.yuanrong.local_resources import LocalResources
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
 from ray_adapter.core.yuanrong.resource_groups import ResourceGroupsMixin
 from ray_adapter.core.yuanrong.streams import StreamsMixin
@@ -80,7 +81,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._blobs = {}
         self._shell_creator = None
         self._started = False
-        self._held = {}  # local mode: resources held by live actors and running tasks
+        self._local = None  # local mode: the LocalResources granting tasks' and actors' resources
+        self._rg_scheduler = None  # local mode: the scheduler of the one local node
         self._groups = {}  # placement group id -> resource_groups._Group
         self._group_names = {}
 
@@ -97,15 +99,24 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self.options = options
         self.num_cpus = float(options.num_cpus if options.num_cpus is not None else (os.cpu_count() or 1))
         self.custom_resources = dict(options.resources or {})
-        self.num_gpus = options.num_gpus  # local mode: declared GPUs are accounted (as Ray allows)
+        self.num_gpus, self.num_npus = options.num_gpus, None
+        if self.local_mode:  # the node's accelerators, as the embedded runtime finds them
+            accelerators = detect_accelerators()
+            if options.num_gpus is not None:
+                accelerators["GPU"] = options.num_gpus
+            self.num_gpus, self.num_npus = accelerators.get("GPU"), accelerators.get("NPU")
         self._start_job_env(options.runtime_env)
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:
             with _stdout_to_stderr():  # yr's native init prints notices on stdout
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
+        if self.local_mode:  # the adapter grants what tasks and actors declare (yr does not)
+            self._local = LocalResources(self._local_scheduler())
         self._started = True
         _exit_grace.register(self)
+        if self.local_mode:  # os._exit in a task or actor (a thread) says it ends the driver
+            thread_exit.install()
         address = self.address = "yr-local" if self.local_mode else self._server_address(options)
         return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
 
@@ -171,9 +182,13 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             self._names.clear()
             streams, self._streams = list(self._streams.values()), {}
         _exit_grace.unregister(self)
+        if self.local_mode:
+            thread_exit.uninstall()
         for stream in streams:  # a producer paused by backpressure stops
             stream.cancel()
         self._releases.close()
+        if self._local is not None:  # requests still waiting for resources fail
+            self._local.close(gone)
         self._close_groups(gone)
         self._stop_job_env()
         for actor in actors:
@@ -264,7 +279,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         streaming = options.generator == "streaming"
         meta = (task_id, options.name, options.num_returns or 1, env, dict(options.resources),
                 retry_on, options.max_retries if retry_on else 0, dep_indexes, streaming,
-                (placement.group_id, bool(placement.capture)) if in_group else None)
+                (placement.group_id, bool(placement.capture)) if in_group else None,
+                placement if self.local_mode else None)  # local mode: granted by the adapter
         shape = (tuple(sorted(options.resources.items())), options.max_retries,
                  placement.key() if placement is not None else None)
         runner = self._runners.get(shape)
@@ -281,22 +297,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             return self._stream_returns(invoke, task_id, options.generator_backpressure, name=options.name)
         ref = runner.invoke(function_key, blob, meta, packed, *deps)
         self.release_after(ref, packed)  # what the arguments hold, once the task ended
-        return_ids = self._returns(ref, task_id, options.num_returns, name=options.name)
-        if self.local_mode and options.resources and not in_group:  # a bundle holds it already
-            self._hold(options.resources)
-            completion_of(ref).add(lambda _v, _e, r=dict(options.resources): self._release(r))
-        return return_ids
-
-    def _hold(self, resources, sign=1):
-        """Local mode keeps Ray's accounting of what live actors and running tasks hold, so
-        ``available_resources()`` answers as Ray's does (nothing is enforced: no scheduler)."""
-        with self._lock:
-            for k, v in resources.items():
-                self._held[k] = self._held.get(k, 0.0) + sign * float(v)
-
-    def _release(self, resources):
-        self._hold(resources, -1)
-
+        return self._returns(ref, task_id, options.num_returns, name=options.name)
 
     def cancel(self, object_id, force, recursive):
         with self._lock:
@@ -316,6 +317,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             # has not started yet is skipped by the runner; a running one (a thread: it cannot
             # be interrupted) finishes and its result is dropped.
             started = not shell.cancel_local(task_id)
+            if started and self._local.abort(task_id, errors.TaskCancelled(task_id)):
+                started = False  # it was waiting for its resources: it never ran
         else:
             try:
                 self.yr.cancel(obj.ref, allow_force=bool(force), allow_recursive=bool(recursive))

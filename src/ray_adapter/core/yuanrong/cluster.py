@@ -46,6 +46,8 @@ class ClusterMixin:
         total.update({k: float(v) for k, v in self.custom_resources.items()})
         if getattr(self, "num_gpus", None):
             total["GPU"] = float(self.num_gpus)
+        if getattr(self, "num_npus", None):
+            total["NPU"] = float(self.num_npus)
         return {"node_id": self.node_id.hex(), "alive": True, "address": "127.0.0.1",
                 "hostname": socket.gethostname(), "resources_total": total,
                 "resources_available": dict(total), "labels": {}}
@@ -68,11 +70,7 @@ class ClusterMixin:
             for k, v in node["resources_available"].items():
                 out[k] = out.get(k, 0.0) + v
         if self.local_mode:
-            with self._lock:
-                for k, v in self._held.items():
-                    if k in out:
-                        out[k] -= v
-            for k, v in self._reserved_local().items():  # placement groups' reservations
+            for k, v in self._reserved_local().items():  # what tasks, actors and groups hold
                 if k in out:
                     out[k] -= v
             out.update(self.group_resources_local("available"))
@@ -104,12 +102,15 @@ class ClusterMixin:
             meta = self._actors[actor_id].info.handle_meta
         group = shell.current_group.get()
         host = shell.current_shell.get()
+        devices = (shell.current_devices.get() or {}) if in_call else {}
         return CallContext(
             job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
             namespace=self.namespace, is_driver=not in_call,
             task_id=task_id if in_call else None, actor_id=actor_id, task_name=task_name,
             actor_name=actor_name,
             assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
+            gpu_ids=list(devices.get("GPU", ())),
+            accelerator_ids={k: list(v) for k, v in devices.items()},
             actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip(),
             placement_group_id=group[0] if group else None,
             capture_child_tasks=bool(group and group[1]),

@@ -111,11 +111,29 @@ class ObjectsMixin:
             raise box.value
         return shell.unpack(box.value if obj.index is None else box.value[obj.index])
 
+    def _lend_while_blocked(self, futures):
+        """Local mode: a task about to wait for ``futures`` lends its CPUs back meanwhile (as
+        Ray does for a blocked worker), so the tasks it waits for can run. Returns the grant
+        to reclaim afterwards, or None."""
+        grant = shell.current_grant.get()
+        if grant is None or self._local is None or all(f.done() for f in futures):
+            return None
+        self._local.lend(grant)
+        return grant
+
     def get(self, object_ids, timeout):
         timeout = wait_seconds(timeout)
         with self._lock:
             objs = [self._obj(oid) for oid in object_ids]
         futures = [self._future(o) for o in objs]
+        lent = self._lend_while_blocked(futures) if timeout is None or timeout > 0 else None
+        try:
+            return self._get(objs, futures, timeout)
+        finally:
+            if lent is not None:
+                self._local.reclaim(lent)
+
+    def _get(self, objs, futures, timeout):
         if len(futures) == 1 and (timeout is None or timeout > 0):
             try:
                 futures[0].result(timeout)
@@ -151,6 +169,24 @@ class ObjectsMixin:
         # returns, so polling wait(timeout=0) leaves nothing behind on long-pending futures.
         pending = {f for f in futures.values() if f is not None and not f.done()}
         done_count = len(futures) - len(pending)
+        lent = None
+        if done_count < num_returns and pending and (timeout is None or timeout > 0):
+            lent = self._lend_while_blocked(pending)
+        try:
+            self._wait_for(pending, done_count, num_returns, timeout)
+        finally:
+            if lent is not None:
+                self._local.reclaim(lent)
+        ready, not_ready = [], []
+        for oid, f in futures.items():
+            if (f is None or f.done()) and len(ready) < num_returns:
+                ready.append(oid)
+            else:
+                not_ready.append(oid)
+        return ready, not_ready
+
+    @staticmethod
+    def _wait_for(pending, done_count, num_returns, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout
         while done_count < num_returns and pending:
             left = None if deadline is None else deadline - time.monotonic()
@@ -161,13 +197,6 @@ class ObjectsMixin:
             if not done:
                 break
             done_count += len(done)
-        ready, not_ready = [], []
-        for oid, f in futures.items():
-            if (f is None or f.done()) and len(ready) < num_returns:
-                ready.append(oid)
-            else:
-                not_ready.append(oid)
-        return ready, not_ready
 
     def object_future(self, object_id):
         with self._lock:

@@ -54,8 +54,11 @@ class ResourceGroupsMixin:
         if getattr(self, "_rg_scheduler", None) is None:
             from ray_adapter.core.embedded.scheduler import Node, Scheduler
 
+            from ray_adapter.core.embedded.resources import visible_device_ids
+
             node = self._local_node()
-            self._rg_scheduler = Scheduler([Node(self.node_id, node["address"], node["resources_total"])])
+            self._rg_scheduler = Scheduler([Node(self.node_id, node["address"], node["resources_total"],
+                                                 device_ids=visible_device_ids())])
         return self._rg_scheduler
 
     # -- the RuntimeCore methods -------------------------------------------------------------
@@ -134,8 +137,10 @@ class ResourceGroupsMixin:
             group.state = "REMOVED"
             if group.name and self._group_names.get((group.namespace, group.name)) == placement_group_id:
                 del self._group_names[(group.namespace, group.name)]
-        if group.local is not None:
-            self._local_scheduler().remove_group(placement_group_id)
+        if group.local is not None:  # its waiting work fails; what it freed is granted
+            scheduler = self._local_scheduler()
+            failed, _evicted, granted = scheduler.remove_group(placement_group_id)
+            scheduler.run(failed + granted)
         else:
             self.yr.remove_resource_group(group.rg_name)
         group.event.set()

@@ -22,6 +22,17 @@ current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", 
 current_shell = contextvars.ContextVar("ray_adapter_yr_shell", default=None)
 # (placement group id, capture) of the task or actor running in this thread, or None.
 current_group = contextvars.ContextVar("ray_adapter_yr_group", default=None)
+# Local mode: the device ids granted to the running task or actor ({"GPU": [0]}).
+current_devices = contextvars.ContextVar("ray_adapter_yr_devices", default=None)
+# Local mode: the Grant of the running task (its CPUs are lent back while it waits in get).
+current_grant = contextvars.ContextVar("ray_adapter_yr_grant", default=None)
+
+
+def local_resources():
+    """The LocalResources of the running local-mode backend (None on a cluster)."""
+    if not core.is_started():
+        return None
+    return getattr(core.current(), "_local", None)
 
 
 class Box:
@@ -230,11 +241,26 @@ def run_task(function, meta, packed_args, deps):
             _cancelled_local.discard(task_id)
             return Box(False, errors.TaskCancelled(task_id))
         _started_local.add(task_id)
+    placement = meta[10] if len(meta) > 10 else None
+    gate = local_resources()
+    try:
+        grant = None if gate is None else gate.acquire(task_id, meta[4], placement, meta[1])
+    except errors.CoreError as exc:  # cancelled or unschedulable while it waited; shut down
+        with _cancel_lock:
+            _started_local.discard(task_id)
+            _cancel_requested.discard(task_id)
+        return Box(False, exc)
     group_token = current_group.set(group)
+    grant_token = current_grant.set(grant)
+    devices_token = current_devices.set(grant.devices if grant is not None else None)
     try:
         return _run_task(function, meta, packed_args, deps)
     finally:
+        current_devices.reset(devices_token)
+        current_grant.reset(grant_token)
         current_group.reset(group_token)
+        if grant is not None:
+            gate.release(task_id)
         with _cancel_lock:
             _started_local.discard(task_id)
             _cancel_requested.discard(task_id)

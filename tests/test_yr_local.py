@@ -1,0 +1,76 @@
+"""yr-local as a preview: what it cannot run faithfully says so (a process exit in a task or
+actor ends the driver), and what it can it does as the embedded runtime does (resources)."""
+import textwrap
+
+import pytest
+
+from conftest import _yr_available, run_code
+
+pytestmark = pytest.mark.skipif(not _yr_available(), reason="the openYuanrong SDK is not installed")
+
+YR_LOCAL = {"RAY_ADAPTER_RUNTIME": "yr-local"}
+
+
+def _program(body):
+    return textwrap.dedent("""
+        import os, sys, time
+        import ray
+        ray.init(num_cpus=2)
+    """) + textwrap.dedent(body)
+
+
+def test_os_exit_in_a_task_says_it_ends_the_driver():
+    proc = run_code(_program("""
+        @ray.remote
+        def quit_now():
+            os._exit(3)
+
+        ray.get(quit_now.remote())
+        print("not reached")
+    """), env=YR_LOCAL, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "not reached" not in proc.stdout
+    err = proc.stderr
+    assert "os._exit(3) was called in the task quit_now" in err
+    assert "threads of the driver process" in err and "embedded runtime" in err
+    assert "WorkerCrashedError" in err
+
+
+def test_os_exit_in_an_actor_method_says_it_ends_the_driver():
+    proc = run_code(_program("""
+        @ray.remote
+        class Quitter:
+            def quit(self):
+                os._exit(4)
+
+        q = Quitter.remote()
+        ray.get(q.quit.remote())
+    """), env=YR_LOCAL, timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    assert "os._exit(4) was called in the actor" in proc.stderr
+    assert "ActorDiedError" in proc.stderr and "threads of the driver process" in proc.stderr
+
+
+def test_os_exit_of_the_driver_itself_is_untouched():
+    proc = run_code(_program("""
+        @ray.remote
+        def one():
+            return 1
+
+        assert ray.get(one.remote()) == 1
+        print("driver exits", flush=True)
+        os._exit(5)
+    """), env=YR_LOCAL, timeout=120)
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stdout == "driver exits\n"
+    assert "ray-adapter" not in proc.stderr
+
+
+def test_os_exit_is_restored_after_shutdown():
+    proc = run_code(_program("""
+        assert os._exit.__module__ != "posix"
+        ray.shutdown()
+        print(os._exit.__module__)
+    """), env=YR_LOCAL, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "posix"
