@@ -70,7 +70,6 @@ def test_tasks_run_in_parallel_in_separate_processes(ray):
     assert elapsed < 0.95  # two 0.5 s tasks overlapped on two CPUs
 
 
-@pytest.mark.embedded_only('yr local mode does not enforce resource requests (no scheduler)')
 def test_num_cpus_limits_concurrency(ray):
     @ray.remote(num_cpus=2)
     def hog():
@@ -499,7 +498,6 @@ def test_resources_and_nodes(ray_module):
     assert ray.available_resources()["CPU"] == 2.0
 
 
-@pytest.mark.embedded_only('yr local mode does not enforce resource requests (no scheduler)')
 def test_fractional_and_custom_resources_schedule(ray_module):
     ray = ray_module
     ray.init(num_cpus=1, resources={"slot": 1})

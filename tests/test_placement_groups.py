@@ -267,7 +267,6 @@ def test_groups_created_by_an_actor_go_with_it(ray):
     assert ray.util.placement_group_table(kept)["state"] == "CREATED"
 
 
-@pytest.mark.embedded_only("accelerator_type resources are enforced by the embedded scheduler")
 def test_accelerator_type_maps_to_a_resource(ray_module):
     ray = ray_module
     ray.init(num_cpus=2, resources={"accelerator_type:A100": 1})

@@ -150,7 +150,6 @@ def _raises(fn, *args):
     return None
 
 
-@pytest.mark.embedded_only("resources are not enforced in yr local mode")
 def test_deleting_a_used_handle_frees_the_actor(ray):
     @ray.remote(num_cpus=2)
     class Big:
@@ -356,7 +355,6 @@ def test_function_still_runs_after_a_cancel_before_start(ray_module):
     assert ray.get([square.remote(i) for i in range(3)], timeout=20) == [0, 1, 4]
 
 
-@pytest.mark.embedded_only("resources are not enforced in yr local mode")
 def test_actor_passed_to_a_task_ends_after_its_last_handle(ray):
     @ray.remote(num_cpus=2)
     class Big:

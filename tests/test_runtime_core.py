@@ -14,7 +14,6 @@ from conftest import when_restarted, process_alive, run_code
 THREADS = "yr local mode runs tasks as threads of the driver process"
 
 
-@pytest.mark.embedded_only("yr local mode has no scheduler: actors never wait for CPUs")
 def test_actor_waiting_for_a_cpu_starts_when_the_task_holding_it_ends(ray_module):
     ray = ray_module
     ray.init(num_cpus=1)

@@ -74,3 +74,50 @@ def test_os_exit_is_restored_after_shutdown():
     """), env=YR_LOCAL, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "posix"
+
+
+def test_a_gpu_held_by_an_actor_makes_a_gpu_task_wait(ray_module):
+    # Both backends: the task waits (queued) while the actor holds the only GPU, gets the
+    # GPU's id once the actor is gone, and available_resources() follows.
+    ray = ray_module
+    ray.init(num_cpus=2, num_gpus=1)
+
+    @ray.remote(num_gpus=1)
+    class Holder:
+        def ids(self):
+            ctx = ray.get_runtime_context()
+            return ray.get_gpu_ids(), ctx.get_accelerator_ids()["GPU"]
+
+    @ray.remote(num_gpus=1)
+    def needs_the_gpu():
+        return ray.get_gpu_ids()
+
+    holder = Holder.remote()
+    assert ray.get(holder.ids.remote(), timeout=30) == ([0], ["0"])
+    assert "GPU" not in ray.available_resources()
+    waiting = needs_the_gpu.remote()
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(waiting, timeout=1)
+    ray.kill(holder)
+    assert ray.get(waiting, timeout=30) == [0]
+    assert ray.get_gpu_ids() == []  # the driver's
+
+
+def test_a_queued_actor_does_not_block_its_creator(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=2)
+
+    @ray.remote(num_cpus=2)
+    class Big:
+        def ping(self):
+            return "pong"
+
+    first = Big.remote()
+    assert ray.get(first.ping.remote(), timeout=30) == "pong"
+    second = Big.remote()  # no CPU left: created once `first` is gone
+    call = second.ping.remote()
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(call, timeout=1)
+    assert ray.available_resources().get("CPU", 0) == 0
+    ray.kill(first)
+    assert ray.get(call, timeout=30) == "pong"
