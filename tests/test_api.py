@@ -560,7 +560,6 @@ def test_get_gpu_ids_empty_without_gpus(ray):
     assert ray.get_gpu_ids() == [] and ray.get(gpus.remote()) == []
 
 
-@pytest.mark.embedded_only('yr local mode assigns no devices; on a cluster Yuanrong sets device visibility itself')
 def test_gpu_assignment_sets_visible_devices(ray_module):
     # Two logical GPUs declared on a CPU machine: the scheduler hands out device ids.
     ray = ray_module

@@ -166,7 +166,6 @@ def test_child_tasks_are_captured(ray):
     assert not_captured == ((None, None), (None, None))
 
 
-@pytest.mark.embedded_only("device ids are assigned by the embedded runtime (yr sets its own)")
 def test_gpus_in_bundles_are_visible(gpu_ray, monkeypatch):
     ray = gpu_ray
     s = strategies()
@@ -282,7 +281,6 @@ def test_accelerator_type_maps_to_a_resource(ray_module):
         ray.get(on_a100.options(accelerator_type=accelerators.NVIDIA_H100).remote(), timeout=0.5)
 
 
-@pytest.mark.embedded_only("device ids are assigned by the embedded runtime (yr sets its own)")
 def test_npus_get_ascend_visible_devices(ray_module, monkeypatch):
     ray = ray_module
     ray.init(num_cpus=2, resources={"NPU": 2})

@@ -66,14 +66,14 @@ def test_os_exit_of_the_driver_itself_is_untouched():
     assert "ray-adapter" not in proc.stderr
 
 
-def test_os_exit_is_restored_after_shutdown():
+def test_os_exit_and_environ_are_restored_after_shutdown():
     proc = run_code(_program("""
-        assert os._exit.__module__ != "posix"
+        assert os._exit.__module__ != "posix" and type(os.environ) is not os._Environ
         ray.shutdown()
-        print(os._exit.__module__)
+        print(os._exit.__module__, type(os.environ) is os._Environ)
     """), env=YR_LOCAL, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "posix"
+    assert proc.stdout.strip() == "posix True"
 
 
 def test_a_gpu_held_by_an_actor_makes_a_gpu_task_wait(ray_module):
@@ -121,3 +121,28 @@ def test_a_queued_actor_does_not_block_its_creator(ray_module):
     assert ray.available_resources().get("CPU", 0) == 0
     ray.kill(first)
     assert ray.get(call, timeout=30) == "pong"
+
+
+def test_each_gpu_task_sees_its_own_visible_devices_and_the_driver_its_own(ray_module, monkeypatch):
+    # yr-local: one process environment; each call reads its own CUDA_VISIBLE_DEVICES in Python
+    # (see core/yuanrong/thread_env.py), the driver keeps its own.
+    import os
+    import time
+
+    ray = ray_module
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ray.init(num_cpus=2, num_gpus=2)
+
+    @ray.remote(num_gpus=1)
+    def dev():
+        first = os.environ.get("CUDA_VISIBLE_DEVICES")
+        time.sleep(0.5)
+        return first, os.getenv("CUDA_VISIBLE_DEVICES"), ray.get_gpu_ids()
+
+    refs = [dev.remote() for _ in range(2)]
+    time.sleep(0.2)
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # the driver's, while the tasks run
+    results = ray.get(refs, timeout=30)
+    assert sorted(first for first, _, _ in results) == ["0", "1"]
+    for first, later, ids in results:
+        assert first == later == str(ids[0])

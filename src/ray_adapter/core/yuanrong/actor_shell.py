@@ -21,6 +21,8 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.execution import (actor_method, apply_env, construct, exit_status, intended_exit,
                                         task_failure)
+from ray_adapter.core.embedded.task_support import device_env
+from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
                                              current_devices, current_group, current_shell,
@@ -67,6 +69,7 @@ class ActorShell:
         self.group = meta[10] if len(meta) > 10 else None
         placement = meta[11] if len(meta) > 11 else None  # local mode: the adapter grants it
         self.devices = None  # local mode: the device ids granted to it ({"GPU": [0]})
+        self.device_env = None  # and their visibility variables (see .thread_env)
         self.actor_id, self.name, self.class_name = actor_id, name, class_name
         self.resources = resources
         self.init_error = None
@@ -108,7 +111,7 @@ class ActorShell:
             else:
                 if deferred:
                     return
-                self.devices = grant.devices if grant is not None else None
+                self._set_devices(grant)
         if failed is not None:
             self.init_error = failed.value
         else:
@@ -122,7 +125,7 @@ class ActorShell:
             self.init_error = error
             self._ready.set()
             return
-        self.devices = grant.devices
+        self._set_devices(grant)
 
         def build():
             self._build()
@@ -130,12 +133,20 @@ class ActorShell:
 
         threading.Thread(target=build, daemon=True, name="ray-adapter-yr-actor-init").start()
 
+    def _set_devices(self, grant):
+        """Local mode: the devices granted at creation, and their variables (CUDA_VISIBLE_DEVICES
+        unless RAY_EXPERIMENTAL_NOSET_... is set now, as Ray decides when the actor starts)."""
+        if grant is not None and grant.devices:
+            self.devices = grant.devices
+            self.device_env = device_env(grant.devices) or None
+
     def _build(self):
         """Make the instance (again, after a restart); a failure is kept as ``init_error``."""
         args, kwargs = self._args
         token = current_call.set((None, f"{self.class_name}.__init__", self.actor_id, self.name, self.resources))
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
+        env_token = thread_env.enter(self.device_env)
         if self.loop is not None:
             # Current while a sync constructor runs: asyncio objects it makes (asyncio.Event())
             # bind to the actor's loop on Python 3.9, as in Ray.
@@ -147,6 +158,7 @@ class ActorShell:
         finally:
             if self.loop is not None:
                 asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
+            thread_env.leave(env_token)
             current_devices.reset(devices_token)
             current_group.reset(group_token)
             current_call.reset(token)
@@ -194,6 +206,7 @@ class ActorShell:
         shell_token = current_shell.set(self)
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
+        env_token = thread_env.enter(self.device_env)
         try:
             while True:
                 try:
@@ -212,6 +225,7 @@ class ActorShell:
                         continue
                     return Box(False, task_failure(exc, name, self.class_name))
         finally:
+            thread_env.leave(env_token)
             current_devices.reset(devices_token)
             current_group.reset(group_token)
             current_shell.reset(shell_token)

@@ -27,7 +27,7 @@ from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.embedded.resources import detect_accelerators
-from ray_adapter.core.yuanrong import shell, thread_exit
+from ray_adapter.core.yuanrong import shell, thread_env, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.envs import EnvsMixin
@@ -117,6 +117,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         _exit_grace.register(self)
         if self.local_mode:  # os._exit in a task or actor (a thread) says it ends the driver
             thread_exit.install()
+            thread_env.install()  # each call reads its own CUDA_VISIBLE_DEVICES (in Python)
         address = self.address = "yr-local" if self.local_mode else self._server_address(options)
         return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
 
@@ -184,6 +185,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         _exit_grace.unregister(self)
         if self.local_mode:
             thread_exit.uninstall()
+            thread_env.uninstall()
         for stream in streams:  # a producer paused by backpressure stops
             stream.cancel()
         self._releases.close()

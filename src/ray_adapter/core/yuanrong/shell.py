@@ -14,6 +14,8 @@ from ray_adapter import core
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.execution import apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
+from ray_adapter.core.embedded.task_support import device_env
+from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once
 
 # (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
@@ -253,9 +255,11 @@ def run_task(function, meta, packed_args, deps):
     group_token = current_group.set(group)
     grant_token = current_grant.set(grant)
     devices_token = current_devices.set(grant.devices if grant is not None else None)
+    env_token = thread_env.enter(device_env(grant.devices) if grant is not None else None)
     try:
         return _run_task(function, meta, packed_args, deps)
     finally:
+        thread_env.leave(env_token)
         current_devices.reset(devices_token)
         current_grant.reset(grant_token)
         current_group.reset(group_token)
