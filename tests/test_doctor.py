@@ -83,3 +83,11 @@ def test_doctor_sees_real_ray_and_says_the_adapter_shadows_it():
     on = cli("doctor", env={**env, "RAY_BACKEND": "yuanrong"})
     assert "shadowed: with RAY_BACKEND=yuanrong `import ray` is the adapter" in on.stdout
     assert on.returncode == 0, on.stdout
+
+
+def test_doctor_says_what_yr_local_cannot_preview():
+    pytest.importorskip("yr")
+    out = cli("doctor", env={"RAY_BACKEND": "yuanrong", "RAY_ADAPTER_RUNTIME": "yr-local"}, timeout=60)
+    assert "mode: yr local mode" in out.stdout
+    assert "os._exit / os.abort in a task or actor end the driver itself" in out.stdout
+    assert "threads of the driver process" in out.stdout and "use the embedded runtime" in out.stdout

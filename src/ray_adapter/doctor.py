@@ -158,6 +158,25 @@ def _finish(report, out):
     return 0
 
 
+#: What yr-local (tasks and actors as threads of the driver) cannot preview faithfully; the
+#: README's yr-local section says the same.
+YR_LOCAL_LIMITS = (
+    "yr-local is a preview: tasks and actors run as threads of the driver process. "
+    "What it cannot preview faithfully:",
+    "- process exits: os._exit / os.abort in a task or actor end the driver itself (the "
+    "adapter says so on stderr first); Ray ends only that worker (WorkerCrashedError, "
+    "ActorDiedError); sys.exit is handled as Ray does",
+    "- process isolation: one os.environ, sys.path and cwd for every call (runtime_env "
+    "env_vars of overlapping calls show through; CUDA_VISIBLE_DEVICES is per call for "
+    "Python reads only, not for CUDA itself), and CPU-bound calls share the GIL",
+    "- interrupting: a running task cannot be cancelled (it finishes, its result is dropped); "
+    "a crashed actor restarts within the call that crashed it",
+    "- resources ARE kept as Ray keeps them (by the adapter): work that does not fit waits, "
+    "available_resources() shows use, ray.get_gpu_ids() gives the granted ids",
+    "for a faithful preview of processes use the embedded runtime (unset RAY_ADAPTER_RUNTIME)",
+)
+
+
 def _check_yuanrong(report, address):
     """Is the openYuanrong SDK importable, and (for a cluster) does the address answer?"""
     from ray_adapter.core.yuanrong import backend as yrb
@@ -170,6 +189,8 @@ def _check_yuanrong(report, address):
     report.line("openYuanrong SDK: installed")
     if os.environ.get("RAY_ADAPTER_RUNTIME", "").strip().lower() == "yr-local":
         report.line("mode: yr local mode (RAY_ADAPTER_RUNTIME=yr-local): no cluster needed")
+        for text in YR_LOCAL_LIMITS:
+            report.line(text)
         return
     target = address or os.environ.get("YR_SERVER_ADDRESS", "")
     for scheme in ("yr://", "http://", "https://"):
