@@ -146,3 +146,28 @@ def test_each_gpu_task_sees_its_own_visible_devices_and_the_driver_its_own(ray_m
     assert sorted(first for first, _, _ in results) == ["0", "1"]
     for first, later, ids in results:
         assert first == later == str(ids[0])
+
+
+def test_hard_affinity_to_an_unknown_node_is_unschedulable(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=2)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nowhere = NodeAffinitySchedulingStrategy("ab" * 28, soft=False)
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+
+    @ray.remote
+    def one():
+        return 1
+
+    @ray.remote(num_cpus=1)
+    class Pinned:
+        def one(self):
+            return 1
+
+    with pytest.raises(ray.exceptions.TaskUnschedulableError, match="soft=False was specified"):
+        ray.get(one.options(scheduling_strategy=nowhere).remote(), timeout=30)
+    with pytest.raises(ray.exceptions.ActorUnschedulableError, match="soft=False was specified"):
+        ray.get(Pinned.options(scheduling_strategy=nowhere).remote().one.remote(), timeout=30)
+    assert ray.get(one.options(scheduling_strategy=here).remote(), timeout=30) == 1
+    assert ray.get(Pinned.options(scheduling_strategy=here).remote().one.remote(), timeout=30) == 1

@@ -105,7 +105,7 @@ class ActorShell:
             gate = local_resources()
             try:
                 grant, deferred = (None, False) if gate is None else gate.acquire(
-                    actor_id, resources, placement, class_name, callback=self._granted)
+                    actor_id, resources, placement, class_name, callback=self._granted, actor=True)
             except errors.CoreError as exc:  # unschedulable; shut down
                 failed = Box(False, exc)
             else:
@@ -196,6 +196,8 @@ class ActorShell:
         if self.exited:
             return Box(False, self.death or errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED,
                                                              self.class_name))
+        if isinstance(self.init_error, errors.ActorDied):  # never placed (local mode)
+            return Box(False, self.init_error)
         if self.init_error is not None:
             return Box(False, errors.ActorDied(self.actor_id, errors.ActorDeath.CREATION_FAILED,
                                                self.class_name, creation_error=self.init_error))

@@ -34,11 +34,12 @@ class _Waiter:
     """One request: granted (``grant``) or aborted (``error``), then settled: ``event`` set,
     and ``callback(grant, error)`` called when the requester did not block (``deferred``)."""
 
-    __slots__ = ("key", "name", "event", "grant", "error", "demand", "callback", "deferred")
+    __slots__ = ("key", "name", "actor", "event", "grant", "error", "demand", "callback", "deferred")
 
-    def __init__(self, key, name, callback=None):
+    def __init__(self, key, name, callback=None, actor=False):
         self.key = key
         self.name = name
+        self.actor = actor  # an actor's creation (key: its id), not a task
         self.callback = callback
         self.deferred = False  # acquire() returned without it: the callback reports it
         self.event = threading.Event()
@@ -58,11 +59,13 @@ class LocalResources:
         self._closed = None  # the error every request gets after close()
 
     # -- the requesting thread (a yr thread running a task or an actor's constructor) --------
-    def acquire(self, key, resources, placement=None, name="", callback=None):
+    def acquire(self, key, resources, placement=None, name="", callback=None, actor=False):
         """Block until ``resources`` (``{name: amount}``; ``placement``: a core Placement or
         None) are granted to ``key``; returns the Grant (None when nothing is asked). Raises
         the error the request was aborted with (cancelled, killed, shut down, or
-        unschedulable). ``name`` names the task or actor in an Unschedulable error.
+        unschedulable). ``name`` names the task (or the actor's class, with ``actor``) in the
+        error of a request that can never be granted (Unschedulable, PlacementGroupRemoved;
+        for an actor, ActorDied with cause UNSCHEDULABLE / PLACEMENT_GROUP_REMOVED).
 
         With ``callback``, never blocks: returns ``(grant, False)`` when settled at once (or
         raises), else ``(None, True)``, and ``callback(grant, error)`` runs once granted or
@@ -71,7 +74,7 @@ class LocalResources:
         in_group = placement is not None and placement.in_group
         if not units and not in_group:
             return None if callback is None else (None, False)
-        waiter = _Waiter(key, name, callback)
+        waiter = _Waiter(key, name, callback, actor)
         with self._lock:
             if self._closed is not None:
                 raise self._closed
@@ -158,7 +161,13 @@ class LocalResources:
 
     def on_unschedulable(self, waiter, reason):
         group_id = getattr(waiter.demand.placement, "group_id", None)
-        if reason == "group_removed":
+        if waiter.actor:  # as the embedded runtime: ActorUnschedulableError for its calls
+            if reason == "group_removed":
+                error = errors.ActorDied(waiter.key, errors.ActorDeath.PLACEMENT_GROUP_REMOVED,
+                                         waiter.name, group_id=group_id, started=False)
+            else:
+                error = errors.ActorDied(waiter.key, errors.ActorDeath.UNSCHEDULABLE, waiter.name)
+        elif reason == "group_removed":
             error = errors.PlacementGroupRemoved(group_id)
         else:
             error = errors.Unschedulable(waiter.name, errors.UnschedulableReason.NODE_AFFINITY)
