@@ -151,7 +151,7 @@ def test_each_gpu_task_sees_its_own_visible_devices_and_the_driver_its_own(ray_m
 def test_hard_affinity_to_an_unknown_node_is_unschedulable(ray_module):
     ray = ray_module
     ray.init(num_cpus=2)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray_adapter.ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nowhere = NodeAffinitySchedulingStrategy("ab" * 28, soft=False)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
