@@ -171,3 +171,18 @@ def test_hard_affinity_to_an_unknown_node_is_unschedulable(ray_module):
         ray.get(Pinned.options(scheduling_strategy=nowhere).remote().one.remote(), timeout=30)
     assert ray.get(one.options(scheduling_strategy=here).remote(), timeout=30) == 1
     assert ray.get(Pinned.options(scheduling_strategy=here).remote().one.remote(), timeout=30) == 1
+
+
+def test_an_infeasible_task_stays_pending_with_a_warning(ray_module, capfd):
+    ray = ray_module
+    ray.init(num_cpus=2)
+
+    @ray.remote(num_gpus=1)
+    def needs_a_gpu():
+        return 1
+
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(needs_a_gpu.remote(), timeout=1)
+    err = capfd.readouterr().err
+    assert "requests {'CPU': 1, 'GPU': 1}" in err or "requests {'GPU': 1, 'CPU': 1}" in err, err
+    assert "which no node can satisfy" in err and "stays pending" in err
