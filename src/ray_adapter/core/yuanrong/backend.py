@@ -32,6 +32,7 @@ from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.envs import EnvsMixin
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
+from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.local_resources import LocalResources
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
@@ -160,9 +161,18 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         with self._lock:
             if not self._started:
                 return
-            futures = [self._future(obj) for obj in self._objects.values()
-                       if obj.ref is not None and obj.index in (None, 0)]
-            futures += list(self._dropped_running.values())
+            refs = [obj.ref for obj in self._objects.values()
+                    if obj.ref is not None and obj.index in (None, 0)]
+            futures = list(self._dropped_running.values())
+        # yr's own end of each call, not our future: a call cancelled before it started has
+        # failed for the caller, but yr local mode still runs it (the runner skips it), and
+        # a yr call scheduled after the thread pools shut down prints a RuntimeError.
+        for ref in refs:
+            completion = completion_of(ref)
+            if not completion.done:
+                ended = concurrent.futures.Future()
+                completion.add(lambda _v, _e, f=ended: f.set_result(None))
+                futures.append(ended)
         concurrent.futures.wait([f for f in futures if not f.done()], timeout=EXIT_GRACE_S)
 
     def shutdown(self):
