@@ -218,3 +218,22 @@ def test_exit_after_cancelling_a_waiting_task_prints_no_yr_error():
         proc = run_code(program, env=YR_LOCAL, timeout=240)
         assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr
         assert "cannot schedule new futures" not in proc.stderr, proc.stderr
+
+
+def test_a_task_waiting_for_its_child_lends_its_cpu(ray_module):
+    # One CPU: the parent holds it while it waits in ray.wait / ray.get; as in Ray, a blocked
+    # task lends its CPUs back so the child can run (no deadlock).
+    ray = ray_module
+    ray.init(num_cpus=1)
+
+    @ray.remote
+    def child(x):
+        return x * 2
+
+    @ray.remote
+    def parent():
+        ready, _ = ray.wait([child.remote(1)], timeout=30)
+        return len(ready), ray.get(child.remote(2), timeout=30)
+
+    assert ray.get(parent.remote(), timeout=60) == (1, 4)
+    assert ray.available_resources().get("CPU") == 1.0
