@@ -95,7 +95,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         if self.arena is not None:
             serialization.set_allocator(self.arena.copy_of)
         self.pool = WorkerPool(init_message, self.envs.job, log_to_driver, self._dispatch,
-                               self._on_worker_exit, self.arena)
+                               self._on_worker_exit, self.arena,
+                               session_dir=self.envs.session_dir)
         self._started = True
         atexit.register(self.shutdown)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
