@@ -1,6 +1,6 @@
 """Differential test: the errors of misuse an adversarial run found differing from Ray's.
 
-Refs of a previous session (get, wait, as arguments), values that cannot be pickled for other
+Refs of a previous session (as arguments, in stored values), values that cannot be pickled for other
 reasons than a TypeError, odd timeouts, option values Ray refuses, an ObjectRef of a wrong
 size. Prints only from the driver, ids masked; output must be deterministic.
 """
@@ -40,12 +40,11 @@ task_ref = ident.remote(2)
 ray.get(task_ref)
 ray.shutdown()
 ray.init(num_cpus=1)
-show("stale get of a put", lambda: ray.get(put_ref, timeout=10))
-show("stale get of a task result", lambda: ray.get([task_ref, put_ref], timeout=10))
-show("stale wait", lambda: ray.wait([put_ref], timeout=3))
+# (get and wait: tests/programs/unknown_refs.py)
 show("stale argument", lambda: ident.remote(put_ref))
 show("stale ref in an argument", lambda: ident.remote([put_ref]))
 show("stale ref in a put", lambda: ray.put({"ref": put_ref}))
+show("stale task result as a keyword argument", lambda: ident.remote(x=task_ref))
 show("the new session works", lambda: ray.get(ident.remote(3)))
 
 

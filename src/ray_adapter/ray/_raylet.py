@@ -94,16 +94,11 @@ _UNKNOWN_OWNER_ADVICE = (
     "issue at https://github.com/ray-project/ray/issues/")
 
 
-def unknown_owner_error(refs, form):
-    """Ray's ValueError for refs of a previous session (their owner is gone): ``form`` is
-    "get" (every such ref listed), "wait" or "argument" (the first one, as Ray words each)."""
-    if form == "get":
-        listed = "".join(f"{r.hex()}, " for r in refs)
-        return ValueError("You are trying to access Ray objects whose owner is unknown. "
-                          f"{_UNKNOWN_OWNER_ADVICE}. Owners not found for objects [{listed}].")
-    gap = " " if form == "wait" else ""
+def unknown_owner_error(ref):
+    """Ray's ValueError for a ref of a previous session (its owner is gone) passed to a task or
+    stored in a value."""
     return ValueError("An application is trying to access a Ray object whose owner is "
-                      f"unknown({refs[0].hex()}{gap}). {_UNKNOWN_OWNER_ADVICE}")
+                      f"unknown({ref.hex()}). {_UNKNOWN_OWNER_ADVICE}")
 
 
 def from_old_sessions(refs):
@@ -183,7 +178,7 @@ class ObjectRef:
             if self._core is not None:
                 self._core.object_escaped(self._id)
         elif self._core is not None and self._core is not _core._current:
-            raise unknown_owner_error([self], "argument")  # a runtime's value holds it
+            raise unknown_owner_error(self)  # a value the runtime serializes holds it
         return _rebuild, (self._id,)
 
     def __copy__(self):

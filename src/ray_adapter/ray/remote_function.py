@@ -30,7 +30,7 @@ def _check_session(refs):
     """Refs of a previous session cannot be passed: Ray's ValueError (their owner is unknown)."""
     stale = from_old_sessions(refs)
     if stale:
-        raise unknown_owner_error(stale, "argument")
+        raise unknown_owner_error(stale[0])
 
 
 def _check_call(owner, target, args, kwargs):

@@ -13,7 +13,7 @@ from ray_adapter.core import InitOptions, ids
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import context_if_started, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
-from ray_adapter.ray._raylet import ObjectRef, from_old_sessions, unknown_owner_error
+from ray_adapter.ray._raylet import ObjectRef
 
 LOCAL_MODE = 2
 
@@ -229,12 +229,9 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
         return values
     if timeout is not None:
         int(timeout * 1000)  # as Ray converts it: "x" raises ValueError, [1] TypeError
-        if timeout < 0:
-            timeout = None  # as Ray: a negative timeout waits for ever
+    if timeout is not None and timeout < 0:
+        timeout = None  # as Ray: a negative timeout waits for ever
     core = _ensure_core()
-    stale = from_old_sessions(refs)
-    if stale:
-        raise unknown_owner_error(stale, "get")
     with translated:
         values = core.get([r._id for r in refs], timeout)
     return values[0] if single else values
@@ -285,9 +282,6 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         raise ValueError("num_returns cannot be greater than the number of ray_waitables "
                          "provided to ray.wait.")
     core = _ensure_core()
-    stale = from_old_sessions([r for r in ray_waitables if type(r) is ObjectRef])
-    if stale:
-        raise unknown_owner_error(stale, "wait")
     by_id = {}
     with translated:
         for r in ray_waitables:
