@@ -470,3 +470,17 @@ def test_a_long_line_of_tasks_that_cannot_start_fails_each_without_recursing():
     assert "RecursionError" not in result.stderr, result.stderr[-3000:]
     failed, after = result.stdout.split()
     assert int(failed) > 1000 and after == "7", result.stdout
+
+
+def test_max_calls_cannot_be_set_in_options(ray_module):
+    # Ray 2.60 (measured, any value, even None): "Setting 'max_calls' is not supported in
+    # '.options()'."; a value Ray refuses is reported first (tests/programs/misuse_errors.py).
+    @ray_module.remote
+    def f():
+        return 1
+
+    for value in (2, 0, None):
+        with pytest.raises(ValueError, match=r"^Setting 'max_calls' is not supported in '\.options\(\)'\.$"):
+            f.options(max_calls=value)
+    with pytest.raises(ValueError, match="only accepts None, 0 or a positive integer"):
+        f.options(max_calls=-1)

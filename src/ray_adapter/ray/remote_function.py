@@ -112,6 +112,9 @@ class RemoteFunction:
         merged.update(task_options)
         # Each option is checked first (num_returns=-1: Ray's option text), then num_returns
         # against the function, as Ray's validate_task_options does.
+        if "max_calls" in task_options:  # a property of the function's workers, as in Ray
+            _options._check_value("max_calls", task_options["max_calls"])  # a bad value first
+            raise ValueError("Setting 'max_calls' is not supported in '.options()'.")
         copy = RemoteFunction(self._function, merged, _key=self._key)
         generators.validate_num_returns(self._is_generator, task_options.get("num_returns"), 3)
         return copy
