@@ -228,6 +228,16 @@ class EnvSetupFailed(CoreError):
         self.detail = detail
 
 
+class StoreFull(CoreError):
+    """No memory could be allocated to store a value's buffer of ``nbytes`` bytes; ``reason``
+    is the system's error as text (e.g. ``OSError: [Errno 12] Cannot allocate memory``)."""
+
+    def __init__(self, nbytes, reason):
+        super().__init__(nbytes, reason)
+        self.nbytes = nbytes
+        self.reason = reason
+
+
 class Unserializable(CoreError):
     """A value could not be serialized: ``what`` says which (``"argument"``, ``"put value"``),
     ``error`` is the serializer's exception as text, ``value_repr`` the value's repr."""

@@ -81,27 +81,31 @@ def _stderr(text):
 
 
 def serialize_args(args, kwargs):
-    """``serialization.dumps((args, kwargs))``; a value that cannot be serialized raises
-    :class:`errors.Unserializable` naming the first argument that fails."""
+    """``serialization.dumps((args, kwargs))``; a ``TypeError`` of the pickler raises
+    :class:`errors.Unserializable` naming the first argument that fails (anything else passes,
+    as in :func:`serialize_value`)."""
     from ray_adapter.core import serialization
 
     if not args and not kwargs:
         return serialization.NO_ARGS
     try:
         return serialization.dumps((args, kwargs))
-    except Exception as exc:  # noqa: BLE001 - whatever the pickler raises
+    except TypeError as exc:  # as Ray: other errors (PicklingError, StoreFull...) pass as they are
         culprit = _first_unserializable(list(args) + list((kwargs or {}).values()))
         raise errors.Unserializable("argument", f"{type(exc).__name__}: {exc}",
                                     repr(culprit) if culprit is not None else None) from None
 
 
 def serialize_value(value):
-    """``serialization.dumps(value)`` for ``put``; raises :class:`errors.Unserializable`."""
+    """``serialization.dumps(value)`` for ``put``; a ``TypeError`` of the pickler becomes
+    :class:`errors.Unserializable`; anything else it raises (``PicklingError`` for a value
+    nested too deep, a ``__reduce__``'s own error) and :class:`errors.StoreFull` pass as they
+    are, as Ray lets them."""
     from ray_adapter.core import serialization
 
     try:
         return serialization.dumps(value)
-    except Exception as exc:  # noqa: BLE001
+    except TypeError as exc:
         raise errors.Unserializable("put value", f"{type(exc).__name__}: {exc}", _safe_repr(value)) from None
 
 

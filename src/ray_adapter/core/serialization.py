@@ -5,13 +5,14 @@ buffers, so readers get read-only views over them, as from Ray's object store; l
 copied once into shared memory (:mod:`.shm`) and never again on their way between processes.
 """
 import collections
+import errno
 import io
 import pickle
 import types
 
 import cloudpickle
 
-from ray_adapter.core import contained, shm
+from ray_adapter.core import contained, errors, shm
 
 #: Buffers at least this large (bytes) are kept out of band. Zero: every array buffer is, so
 #: every array read back from the store is read-only, as in Ray.
@@ -110,8 +111,27 @@ def set_allocator(allocate):
     _allocator = allocate
 
 
+_NO_ROOM = frozenset((errno.ENOMEM, errno.ENOSPC))
+
+
+def _store_copy(raw):
+    """A shared buffer holding a copy of ``raw``: the allocator's, else a memfd of its own.
+    Raises :class:`~ray_adapter.core.errors.StoreFull` when no memory can be had for it."""
+    try:
+        shared = _allocator(raw) if _allocator is not None else None
+        return shared if shared is not None else shm.ShmBuffer.copy_of(raw)
+    except MemoryError as exc:
+        raise errors.StoreFull(raw.nbytes, f"MemoryError: {exc}") from None
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM:
+            raise
+        raise errors.StoreFull(raw.nbytes, f"{type(exc).__name__}: {exc}") from None
+
+
 def dumps(value):
-    """Serialize ``value``; returns :class:`Serialized`. Raises what cloudpickle raises."""
+    """Serialize ``value``; returns :class:`Serialized`. Raises what cloudpickle raises, and
+    :class:`~ray_adapter.core.errors.StoreFull` when there is no memory to store a large
+    buffer of it."""
     if _is_plain(value):
         return Serialized(pickle.dumps(value, protocol=5))
     buffers = []
@@ -123,9 +143,7 @@ def dumps(value):
         # Copy now: the caller may mutate its array right after ``put`` returns.
         if raw.nbytes >= shm.MIN_BYTES and shm.AVAILABLE:
             shared = shm.shared_source(raw)  # already a whole shared buffer: no copy
-            if shared is None and _allocator is not None:
-                shared = _allocator(raw)
-            buffers.append(shared if shared is not None else shm.ShmBuffer.copy_of(raw))
+            buffers.append(shared if shared is not None else _store_copy(raw))
         else:
             buffers.append(bytes(raw))
         return False

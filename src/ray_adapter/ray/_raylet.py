@@ -86,6 +86,28 @@ class PlacementGroupID(_BaseID):
     SIZE = 18
 
 
+_UNKNOWN_OWNER_ADVICE = (
+    "Please make sure that all Ray objects you are trying to access are part of the current Ray "
+    "session. Note that object IDs generated randomly (ObjectID.from_random()) or out-of-band "
+    "(ObjectID.from_binary(...)) cannot be passed as a task argument because Ray does not know "
+    "which task created them. If this was not how your object ID was generated, please file an "
+    "issue at https://github.com/ray-project/ray/issues/")
+
+
+def unknown_owner_error(ref):
+    """Ray's ValueError for a ref of a previous session (its owner is gone) passed to a task or
+    stored in a value."""
+    return ValueError("An application is trying to access a Ray object whose owner is "
+                      f"unknown({ref.hex()}). {_UNKNOWN_OWNER_ADVICE}")
+
+
+def from_old_sessions(refs):
+    """The refs among ``refs`` made by a runtime that was shut down since (as in Ray, nothing
+    can reach their objects any more; a ref built from bytes by the user is not judged)."""
+    current = _core._current
+    return [r for r in refs if r._core is not None and r._core is not current]
+
+
 class ObjectRef:
     """A reference to a (possibly not yet computed) object; mirrors ``ray.ObjectRef``.
 
@@ -96,6 +118,7 @@ class ObjectRef:
     __slots__ = ("_id", "_core", "__weakref__")
 
     def __init__(self, object_id, _core_ref=None, _add_ref=True):
+        self._core = None  # __del__ runs even when a check below raises
         if type(object_id) is not bytes or len(object_id) != 28:  # as Ray checks an id
             if not isinstance(object_id, bytes):
                 raise TypeError(f"Unsupported type: {type(object_id)}, expected bytes")
@@ -151,8 +174,11 @@ class ObjectRef:
     def __reduce__(self):
         # Inside a value the runtime serializes, the runtime learns of it with the value;
         # pickled anywhere else (a user's own pickle), it escapes all tracking.
-        if not contained.record_ref(self._id) and self._core is not None:
-            self._core.object_escaped(self._id)
+        if not contained.record_ref(self._id):
+            if self._core is not None:
+                self._core.object_escaped(self._id)
+        elif self._core is not None and self._core is not _core._current:
+            raise unknown_owner_error(self)  # a value the runtime serializes holds it
         return _rebuild, (self._id,)
 
     def __copy__(self):

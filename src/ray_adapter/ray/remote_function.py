@@ -11,17 +11,26 @@ from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import core as _ensure_core, translated
 from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator  # noqa: F401 - Ray's name here
 from ray_adapter.ray._private.signatures import checker_for
-from ray_adapter.ray._raylet import ObjectRef
+from ray_adapter.ray._raylet import ObjectRef, from_old_sessions, unknown_owner_error
 
 
 def _to_core_args(args, kwargs):
     """Top-level ObjectRef arguments become :class:`ArgRef` so the core resolves them to values
     before the call (nested refs are passed as refs, as in Ray)."""
     if any(type(a) is ObjectRef for a in args):
+        _check_session([a for a in args if type(a) is ObjectRef])
         args = tuple(ArgRef(a._id) if type(a) is ObjectRef else a for a in args)
     if kwargs and any(type(v) is ObjectRef for v in kwargs.values()):
+        _check_session([v for v in kwargs.values() if type(v) is ObjectRef])
         kwargs = {k: ArgRef(v._id) if type(v) is ObjectRef else v for k, v in kwargs.items()}
     return args, kwargs
+
+
+def _check_session(refs):
+    """Refs of a previous session cannot be passed: Ray's ValueError (their owner is unknown)."""
+    stale = from_old_sessions(refs)
+    if stale:
+        raise unknown_owner_error(stale[0])
 
 
 def _check_call(owner, target, args, kwargs):
@@ -101,8 +110,14 @@ class RemoteFunction:
         """A copy with ``task_options`` merged over this function's options."""
         merged = dict(self._default_options)
         merged.update(task_options)
+        # Each option is checked first (num_returns=-1: Ray's option text), then num_returns
+        # against the function, as Ray's validate_task_options does.
+        if "max_calls" in task_options:  # a property of the function's workers, as in Ray
+            _options._check_value("max_calls", task_options["max_calls"])  # a bad value first
+            raise ValueError("Setting 'max_calls' is not supported in '.options()'.")
+        copy = RemoteFunction(self._function, merged, _key=self._key)
         generators.validate_num_returns(self._is_generator, task_options.get("num_returns"), 3)
-        return RemoteFunction(self._function, merged, _key=self._key)
+        return copy
 
     def remote(self, *args, **kwargs):
         """Submit the task; returns its ObjectRef(s)."""

@@ -141,7 +141,10 @@ class Arena:
             seg_size = max(SEGMENT_MIN, (size + SEGMENT_ROUND - 1) // SEGMENT_ROUND * SEGMENT_ROUND)
             if self._total + seg_size > self.capacity:
                 return None
-            segment = Segment(self._next_id, seg_size)
+            try:
+                segment = Segment(self._next_id, seg_size)
+            except OSError:  # no memory for a whole segment: the caller tries a memfd of n bytes
+                return None
             self._next_id += 1
             self._segments[segment.seg_id] = segment
             self._total += seg_size

@@ -42,6 +42,18 @@ from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 
 
+#: Started backends, shut down at interpreter exit by the one handler below. (A handler
+#: registered per ray.init and unregistered at shutdown leaked: CPython's atexit table never
+#: shrinks, it grew by a slot every init/shutdown cycle.) Set operations are atomic (GIL).
+_running = set()
+
+
+@atexit.register
+def _shutdown_running():
+    for backend in list(_running):
+        backend.shutdown()
+
+
 class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
     """The single-machine runtime ``ray.init()`` starts by default: a head node, plus the
     virtual nodes of ``InitOptions.nodes`` / :meth:`add_node`; cluster state and placement
@@ -95,9 +107,10 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         if self.arena is not None:
             serialization.set_allocator(self.arena.copy_of)
         self.pool = WorkerPool(init_message, self.envs.job, log_to_driver, self._dispatch,
-                               self._on_worker_exit, self.arena)
+                               self._on_worker_exit, self.arena,
+                               session_dir=self.envs.session_dir)
         self._started = True
-        atexit.register(self.shutdown)
+        _running.add(self)  # shut down at exit (one atexit handler for every session)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
         cpus = node.resources.total_dict().get("CPU", 1)
         self.pool.prestart(node, max(2, min(int(cpus), 8)))
@@ -110,7 +123,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         if not self._started:
             return
         self._started = False
-        atexit.unregister(self.shutdown)
+        _running.discard(self)
         self._releases.close()
         self.timers.close()
         self.groups.close()

@@ -286,6 +286,29 @@ class Channel:
         flush_posted()  # about to block: write what this process queued first
         return self._recv_into(view)
 
+    def detach(self):
+        """In a process forked from this one (``os.fork`` in a task): forget this end. The
+        locks are new (a thread of the parent may have held them at the fork), nothing queued
+        or received is kept, and this process's copy of the descriptor is closed without a
+        shutdown, so the connection stays the parent's alone: the child never writes on it, and
+        the peer still sees the end of the stream when the parent dies. Later sends are
+        dropped; a receive raises :class:`ChannelClosed`."""
+        self._lock = threading.Lock()
+        self._written = threading.Condition(self._lock)
+        self._closed = True
+        self._flushing = False
+        self._out.clear()
+        self._rpos = self._rend = 0
+        while self._fds:
+            try:
+                os.close(self._fds.popleft())
+            except OSError:
+                pass
+        try:
+            self.sock.close()  # close(2) of this process's descriptor only: no shutdown(2)
+        except OSError:
+            pass
+
     def close(self):
         with self._lock:
             self._closed = True

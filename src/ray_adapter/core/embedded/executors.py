@@ -345,6 +345,10 @@ class PrefixWriter:
         except (OSError, ValueError):  # the driver's stdout is gone (e.g. `| head`)
             pass
 
+    def reset_after_fork(self):
+        """In a forked child: a new lock (another thread of the parent may have held it)."""
+        self._lock = threading.Lock()
+
     def finish_line(self):
         """Write a pending partial line as a line of its own (the work ended: Ray's log
         forwarding shows a last line without its newline the same way)."""

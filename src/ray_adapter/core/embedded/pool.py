@@ -110,7 +110,7 @@ class WorkerPool:
     handles each message a worker sends; ``on_exit(worker)`` runs once its process is gone."""
 
     def __init__(self, init_message, default_spec, log_to_driver, dispatch, on_exit, arena=None,
-                 fork_workers=True):
+                 fork_workers=True, session_dir=None):
         self._lock = threading.Lock()
         self._arena = arena
         self._zygote = None
@@ -119,8 +119,9 @@ class WorkerPool:
             # workers of the job's runtime env are forked from it, the others are exec'd.
             out = None if log_to_driver else subprocess.DEVNULL
             try:
+                # It removes the session directory when the driver is gone, however it ended.
                 self._zygote = Zygote(default_spec.environ, stdout=out, stderr=out,
-                                      cwd=default_spec.cwd)
+                                      cwd=default_spec.cwd, remove_on_exit=session_dir)
             except OSError:  # no template: every worker is a fresh interpreter
                 self._zygote = None
         self._init = init_message      # a function (worker_id, node, spec) -> protocol.Init

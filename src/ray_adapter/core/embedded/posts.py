@@ -111,6 +111,12 @@ def write_posts_at_once():
     _bursts_deferred = False
 
 
+def reset_after_fork():
+    """In a forked child: no channel is posted and no kick thread runs (the parent's did not
+    come along; its lock may have been held at the fork)."""
+    posted.__init__()
+
+
 def flush_posted():
     """Write every posted frame now (call before blocking)."""
     if posted._channels:

@@ -15,9 +15,17 @@ A :class:`WorkerSpec` says how to start a worker process for an env: its environ
 (``PYTHONPATH``: the working_dir copy, then each py_modules copy, then, without a working_dir,
 the driver's own code folders). Workers are pooled per spec key.
 
+The session directory (``<tmp>/ray-adapter-session-*``) goes with the session: removed at
+``shutdown``, by the worker template when the driver dies however (SIGKILL included: the
+template sees its control socket close), and, should both be gone, by the next runtime started
+on this machine: the driver holds a ``flock`` on the directory while it lives, and a session
+directory whose lock can be taken belongs to a dead driver (:func:`remove_stale_sessions`;
+Ray likewise cleans its session directories up).
+
 Thread-safety: ``_lock`` (a leaf lock) guards the tables; copying happens outside it (at
 ``ray.init``, before any task).
 """
+import fcntl
 import hashlib
 import os
 import shutil
@@ -29,6 +37,8 @@ from ray_adapter.core import errors
 from ray_adapter.core.runtime_env import merge, process_key
 
 PACKAGE_PREFIX = "gcs://_ray_pkg_"
+SESSION_PREFIX = "ray-adapter-session-"
+_MAKING_PREFIX = "ray-adapter-making-"  # a session directory before its lock is held
 DEFAULT_EXCLUDES = ".git,.venv,venv,__pycache__"
 #: The largest package (bytes) Ray accepts; larger ones fail as they do in Ray.
 MAX_PACKAGE_BYTES = 512 * 1024 * 1024
@@ -97,6 +107,47 @@ def _package_name(files, salt):
     return f"_ray_pkg_{digest.hexdigest()[:16]}"
 
 
+def _new_session_dir():
+    """``(path, fd)``: a new session directory and a descriptor of it that holds its flock.
+    It gets its session name only once locked, so a sweep never takes a live one for stale."""
+    making = tempfile.mkdtemp(prefix=_MAKING_PREFIX)
+    fd = os.open(making, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    path = os.path.join(os.path.dirname(making), SESSION_PREFIX + os.path.basename(making)[len(_MAKING_PREFIX):])
+    os.rename(making, path)
+    return path, fd
+
+
+def remove_stale_sessions(tmp=None):
+    """Remove the session directories of drivers that are gone (their flock is free); returns
+    how many. Directories of live drivers (and of other users, which are not ours to remove)
+    stay."""
+    tmp = tmp or tempfile.gettempdir()
+    removed = 0
+    try:
+        entries = [e for e in os.scandir(tmp) if e.name.startswith(SESSION_PREFIX)]
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live driver holds it
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(entry.path)
+            removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 class RuntimeEnvs:
     """Packages and worker specs of one session. ``base_environ``: the environment of a
     default worker (the driver's, with the hook on and the driver's code on PYTHONPATH)."""
@@ -105,6 +156,7 @@ class RuntimeEnvs:
         self._base = dict(base_environ)
         self._lock = threading.Lock()
         self._root = None
+        self._root_fd = None  # holds the session directory's flock while this session lives
         self._packages = {}  # package URI -> its directory
         self._specs = {}     # process key -> WorkerSpec
         self.job = None      # the job's WorkerSpec (start_job)
@@ -112,6 +164,7 @@ class RuntimeEnvs:
     def start_job(self, env):
         """Package the job's env (see :meth:`package_job_env`); returns it, with :attr:`job`
         its WorkerSpec."""
+        remove_stale_sessions()  # of drivers killed before they (and their template) could
         env = self.package_job_env(env)
         self.job = self.spec(env)
         return env
@@ -134,7 +187,12 @@ class RuntimeEnvs:
     # -- packages ----------------------------------------------------------------------------
     def _session_dir(self):
         if self._root is None:
-            self._root = tempfile.mkdtemp(prefix="ray-adapter-session-")
+            self._root, self._root_fd = _new_session_dir()
+        return self._root
+
+    @property
+    def session_dir(self):
+        """This session's directory (None while nothing was packaged)."""
         return self._root
 
     def _package(self, kind, source, excludes):
@@ -220,5 +278,8 @@ class RuntimeEnvs:
     def close(self):
         """Remove this session's packages."""
         root, self._root = self._root, None
+        fd, self._root_fd = self._root_fd, None
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)

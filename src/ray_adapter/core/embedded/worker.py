@@ -10,6 +10,13 @@ made (nested ``ray.get``...) to :class:`~.worker_core.WorkerCore`.
 The worker is a child subreaper and leads its own process group: when the driver's end of the
 socket closes, for whatever reason (even SIGKILL), the worker kills every process its tasks
 started, then exits, so nothing is left behind.
+
+A process a task forks (``os.fork``, multiprocessing's "fork" start method) is not the worker:
+it loses the channel at the fork (:meth:`Worker.after_fork_in_child`), so only the worker ever
+speaks to the driver. A child that comes back into the worker's code to report a result (its
+task function returned or raised) exits there, quietly: status 0 after a return, 1 after an
+exception. (Ray 2.60 lets such a child go on as a stray worker process whose result may reach
+the caller first; here the caller always gets the worker's own result.)
 """
 import contextlib
 import os
@@ -24,7 +31,9 @@ from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking, write_posts_at_once
+from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocking,
+                                             reset_after_fork as reset_posts_after_fork,
+                                             write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
 from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import apply_env, exit_status, restore_env
@@ -69,9 +78,30 @@ class Worker:
         self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
         self.sending = False            # the main thread is writing a frame (see whole_frames)
         self.budget = streaming.Budget()  # backpressure of a streaming task's items
+        self.forked_child = False       # this process is a fork of the worker (see the module notes)
+
+    def after_fork_in_child(self):
+        """Runs in a process forked from this worker (``os.register_at_fork``), in its only
+        thread: the child gives up the channel (:meth:`.Channel.detach`), the posted frames and
+        the output locks it inherited; it leaves when it next tries to send (:meth:`leave_fork`)."""
+        self.forked_child = True
+        self.channel.detach()
+        reset_posts_after_fork()
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, executors.PrefixWriter):
+                stream.reset_after_fork()
+
+    def leave_fork(self, message):
+        """A forked child reached the point where the worker reports to the driver: it ends
+        here (1 if it reports a failure, else 0), its output flushed, its result never sent."""
+        failed = type(message) is protocol.TaskDone and not message.ok
+        executors.flush_std()
+        os._exit(1 if failed else 0)
 
     def send(self, message, buffers=()):
         """Write ``message`` now (from the main thread, a cancel's signal cannot cut it)."""
+        if self.forked_child:
+            self.leave_fork(message)
         if threading.current_thread() is _MAIN_THREAD:
             with self.whole_frames():
                 self.channel.send(protocol.encode(message), buffers)
@@ -80,6 +110,8 @@ class Worker:
 
     def post(self, message, buffers=()):
         """Queue ``message`` for the next batch (written before this process next blocks)."""
+        if self.forked_child:
+            self.leave_fork(message)
         self.channel.post(protocol.encode(message), buffers)
 
     # -- driver messages (whichever thread holds the read role) ------------------------------
@@ -389,6 +421,7 @@ def main(argv=None):
     shm.raise_fd_limit()
     write_posts_at_once()
     worker = Worker(fd)
+    os.register_at_fork(after_in_child=worker.after_fork_in_child)
     set_current(worker.core)
     import ray  # noqa: F401  - warm the proxy so the first task does not pay for it
 

@@ -70,6 +70,9 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
     def _call(self, build, callback=None):
         """Send the request ``build(req_id)`` returns (``(message, buffers)``) and wait for the
         reply (or hand it to ``callback(message, buffers)`` and return at once)."""
+        if self._worker.forked_child:  # its reply would go to the worker, never here
+            raise RuntimeError("this process was forked from a Ray worker (os.fork in a task): "
+                               "it cannot call Ray; only the worker talks to the driver")
         req_id = next(self._ids)
         slot = self._pending[req_id] = _Slot(callback)
         message, buffers = build(req_id)

@@ -87,7 +87,7 @@ def main(argv=None):
             continue
         if wake_r in readable:
             os.read(wake_r, 4096)
-            _reap(ctl, children)
+            _reap(ctl, children, argv)
         if ctl in readable:
             fds = []
             try:
@@ -95,21 +95,31 @@ def main(argv=None):
             except (EOFError, OSError):
                 # The driver is gone. Each worker sees its own socket close and ends itself and
                 # what its tasks started (killing them here would leave those orphaned).
-                os._exit(0)
+                _leave(argv)
             pid = os.fork()
             if pid == 0:
                 _child(fds[0], request, ctl, wake_r, wake_w)
             os.close(fds[0])
             children.add(pid)
-            _send_or_exit(ctl, {"id": request["id"], "pid": pid})
+            _send_or_exit(ctl, {"id": request["id"], "pid": pid}, argv)
 
 
-def _send_or_exit(ctl, message):
+def _leave(argv):
+    """The driver is gone: remove its session directory (``argv[1]``, when given: a driver
+    killed by a signal could not) and exit."""
+    if len(argv) > 1:
+        import shutil
+
+        shutil.rmtree(argv[1], ignore_errors=True)
+    os._exit(0)
+
+
+def _send_or_exit(ctl, message, argv=()):
     """Send to the driver; if it is gone (its end closed), end quietly, as on EOF."""
     try:
         _send(ctl, message)
     except OSError:
-        os._exit(0)
+        _leave(argv)
 
 
 def _poke(fd):
@@ -119,7 +129,7 @@ def _poke(fd):
         pass
 
 
-def _reap(ctl, children):
+def _reap(ctl, children, argv):
     while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -128,7 +138,7 @@ def _reap(ctl, children):
         if pid == 0:
             return
         children.discard(pid)
-        _send_or_exit(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        _send_or_exit(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)}, argv)
 
 
 def _child(fd, request, ctl, wake_r, wake_w):
@@ -214,11 +224,12 @@ class ForkedProcess:
 class Zygote:
     """The driver's handle on the template process."""
 
-    def __init__(self, env, stdout=None, stderr=None, cwd=None):
+    def __init__(self, env, stdout=None, stderr=None, cwd=None, remove_on_exit=None):
         parent, child = socket.socketpair()
+        extra = [remove_on_exit] if remove_on_exit else []
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "ray_adapter.core.embedded.zygote", str(child.fileno())],
+                [sys.executable, "-m", "ray_adapter.core.embedded.zygote", str(child.fileno()), *extra],
                 pass_fds=(child.fileno(),), env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout,
                 stderr=stderr, start_new_session=True, close_fds=True)
         except BaseException:

@@ -74,7 +74,7 @@ class ObjectsMixin:
             packed = shell.pack(value)
         except errors.CoreError:
             raise
-        except Exception as exc:  # noqa: BLE001 - as Ray: TypeError naming the value
+        except TypeError as exc:  # as Ray: TypeError naming the value (other errors pass)
             raise errors.Unserializable("put value", f"{type(exc).__name__}: {exc}", _repr(value)) from None
         oid = self._new_id(self.yr.put(shell.Box(True, packed)))
         held = contents(packed)

@@ -21,7 +21,8 @@ class ObjectStoreFullError(RayError):
 
     def __str__(self):
         return (super().__str__() + "\nThe local object store is full of objects that are still "
-                "in scope and cannot be evicted.")
+                "in scope and cannot be evicted. Tip: Use the `ray memory` command to list active "
+                "objects in the cluster.")
 
 
 class OutOfDiskError(RayError):

@@ -189,6 +189,14 @@ def from_core_error(err):
             f"The task {err.method} could not be submitted to Actor({err.class_name}, "
             f"{_hex(err.actor_id)}) because more than {err.limit} tasks are queued on the actor. "
             "This limit can be adjusted with the `max_pending_calls` actor option.")
+    if isinstance(err, core_errors.StoreFull):
+        from ray_adapter.ray.exceptions import ObjectStoreFullError
+
+        # Ray's first line (without the object's id: none is made for a value not stored);
+        # then why, where Ray shows the plasma store's status.
+        return ObjectStoreFullError(
+            f"Failed to put object in object store because it is full. Object size is "
+            f"{err.nbytes} bytes.\nNo memory could be allocated for it: {err.reason}")
     if isinstance(err, core_errors.Unserializable):
         shown = err.value_repr if err.value_repr is not None else "(unknown)"
         return TypeError(f"Could not serialize the {err.what} {shown}:\n{err.error}")

@@ -129,10 +129,8 @@ def _check_value(key, value):
     if key in _RETRY_COUNTS and (type(value) is not int or value < -1):
         raise ValueError(f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, "
                          "where -1 represents infinity.")
-    if key == "max_calls" and type(value) is int and value < 0:
-        raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer, got {value!r}.")
-    if key == "max_calls" and type(value) is not int:
-        raise ValueError(f"The keyword 'max_calls' only accepts None, 0 or a positive integer, got {value!r}.")
+    if key == "max_calls" and value < 0:  # (an int by now: the type was checked)
+        raise ValueError("The keyword 'max_calls' only accepts None, 0 or a positive integer.")
     if key == "max_concurrency" and (type(value) is not int or value < 0):
         raise ValueError(f"The keyword 'max_concurrency' only accepts None or a positive integer, got {value!r}.")
     if key in ("name", "namespace") and not isinstance(value, str):
@@ -159,6 +157,10 @@ def _check_value(key, value):
         if env_vars is not None and not (isinstance(env_vars, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items())):
             raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str]")
+        pip = value.get("pip")  # its type is checked before it is found unsupported, as in Ray
+        if pip is not None and not (isinstance(pip, (str, dict)) or (
+                isinstance(pip, list) and all(isinstance(dep, str) for dep in pip))):
+            raise TypeError(f"runtime_env['pip'] must be of type str or List[str], got {type(pip)}")
 
 
 _QUANTITIES = ("num_cpus", "num_gpus", "memory")
@@ -261,8 +263,10 @@ def actor_options(options, cls, handle_meta, is_async):
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
     name = options.get("name")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ValueError(f"The actor name must be a non-empty string, got {name!r}.")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be None or a string, got: '{type(name)}'.")
+    if name == "":
+        raise ValueError("Actor name cannot be an empty string.")
     namespace = options.get("namespace")
     if namespace is not None and (not isinstance(namespace, str) or not namespace):
         raise ValueError("\"namespace\" must be None or a non-empty string.")

@@ -227,6 +227,8 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
         if values is NOT_COMPILED:
             raise
         return values
+    if timeout is not None:
+        int(timeout * 1000)  # as Ray converts it: "x" raises ValueError, [1] TypeError
     if timeout is not None and timeout < 0:
         timeout = None  # as Ray: a negative timeout waits for ever
     core = _ensure_core()

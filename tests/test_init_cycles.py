@@ -1,0 +1,38 @@
+"""Memory of the driver over init/shutdown cycles (an adversarial run saw it grow ~30 KB per
+cycle in RSS). Measured with tracemalloc over 200 cycles, the Python heap grew ~100 B a cycle;
+the one unbounded retention found was the atexit table: a handler registered at every init and
+unregistered at shutdown leaves a slot behind (CPython's table never shrinks). One handler for
+every session now."""
+import textwrap
+
+from conftest import run_code
+
+
+def test_init_shutdown_cycles_keep_the_driver_flat():
+    result = run_code(textwrap.dedent("""
+        import atexit, gc, tracemalloc
+        import ray
+
+        def cycle():
+            ray.init(num_cpus=1)
+            ray.shutdown()
+
+        for _ in range(3):  # warm-up: modules, caches, the worker template's imports
+            cycle()
+        gc.collect()
+        handlers = atexit._ncallbacks()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        cycles = 15
+        for _ in range(cycles):
+            cycle()
+        gc.collect()
+        growth = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename"))
+        print(atexit._ncallbacks() - handlers, growth // cycles)
+    """), env={"RAY_ADAPTER_RUNTIME": "embedded"}, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    new_handlers, per_cycle = map(int, result.stdout.split())
+    assert new_handlers == 0  # it was one more per cycle
+    # The heap of the driver: what a cycle leaves behind is noise (allocator caches), far below
+    # a session's own state (tables, threads, channels: tens of KB).
+    assert per_cycle < 2000, per_cycle
