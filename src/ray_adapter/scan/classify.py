@@ -77,8 +77,16 @@ class Classifier:
                 return self._entry(whole[sub], "module")
             if entry is not None:
                 return self._entry(entry, entry.kind)
+            if _has_data_files_under(sub, files, whole):
+                # A package with no data file of its own whose submodules have one
+                # (ray._private -> ray._private.runtime_env.constants): walk on.
+                module = sub
+                continue
             return self._outside_matrix(".".join(parts), module)
-        return self._entry(matrix.module_entry(module), "module")
+        entry = matrix.module_entry(module)
+        if entry is None:  # the walk ended on such a package (import ray._private)
+            return self._outside_matrix(".".join(parts), module)
+        return self._entry(entry, "module")
 
     def _entry(self, entry, kind):
         status = entry.status(self.backend)
@@ -139,6 +147,12 @@ class Classifier:
         if verdict == "supported" and status != "supported":
             return Verdict(symbol, "option", "supported", f"this value is fully supported. {note}".strip())
         return Verdict(symbol, "option", status if verdict == "partial" else verdict, note)
+
+
+def _has_data_files_under(package, files, whole):
+    """True when the matrix has a data file or a whole-module entry below ``package``."""
+    prefix = package + "."
+    return any(name.startswith(prefix) for name in files) or any(name.startswith(prefix) for name in whole)
 
 
 def _owner_api(section):
