@@ -82,6 +82,10 @@ class Classifier:
                 # (ray._private -> ray._private.runtime_env.constants): walk on.
                 module = sub
                 continue
+            if module in files and i >= module_parts and name[:1].isupper():
+                # The data file lists every class and constant Ray's module defines: Ray lacks
+                # this one too (a lower-case name may be a submodule the file does not list).
+                return self._not_in_ray(".".join(parts), module, name)
             return self._outside_matrix(".".join(parts), module)
         entry = matrix.module_entry(module)
         if entry is None:  # the walk ended on such a package (import ray._private)
@@ -91,6 +95,12 @@ class Classifier:
     def _entry(self, entry, kind):
         status = entry.status(self.backend)
         return Verdict(entry.qualname, kind or "symbol", status, _sentence(entry.note))
+
+    def _not_in_ray(self, dotted, module, name):
+        return Verdict(dotted, "internal", "unknown",
+                       f"Ray {_ray_version()}'s {module} has no name {name!r} (the compat matrix lists "
+                       "every name it defines): using it raises AttributeError under Ray too (in an "
+                       "annotation that is never evaluated it is harmless).")
 
     def _outside_matrix(self, dotted, known_module):
         where = f"not a public name of Ray {_ray_version()}'s {known_module} (not in the compat matrix)"
