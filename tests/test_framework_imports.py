@@ -71,3 +71,34 @@ def test_the_modules_frameworks_import_work_in_workers():
     assert out.stdout.splitlines() == [
         "['ALIVE'] True", "1", "True", "RayAdapterGapError True",
         "True True", "True True"]
+
+
+PARTIAL_PROGRAM = textwrap.dedent("""\
+    import ray
+    ray.init(num_cpus=2, object_store_memory=10**8)
+
+    @ray.remote
+    class A:
+        def ping(self):
+            return 1
+
+    a = A.options(lifetime="detached", name="a").remote()
+    b = A.options(lifetime="detached", name="b").remote()
+    print(ray.get([a.ping.remote(), b.ping.remote()]))
+    ray.kill(a)
+    ray.kill(b)
+    ray.shutdown()
+    """)
+
+
+def test_partial_options_are_quiet_as_in_ray_unless_asked():
+    # Ray prints nothing about these options; a correct program must not get a warning per
+    # partial option on its stderr. RAY_ADAPTER_WARN_PARTIAL=1 says each once per process.
+    quiet = run_code(PARTIAL_PROGRAM)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert quiet.stdout == "[1, 1]\n"
+    assert "ray-adapter" not in quiet.stderr and "partially supported" not in quiet.stderr, quiet.stderr
+    loud = run_code(PARTIAL_PROGRAM, env={"RAY_ADAPTER_WARN_PARTIAL": "1"})
+    assert loud.returncode == 0, loud.stderr[-3000:]
+    for option in ("'lifetime'", "'object_store_memory'"):
+        assert loud.stderr.count(f"option {option} is partially supported") == 1, (option, loud.stderr)

@@ -21,7 +21,6 @@ import importlib
 import importlib.util
 import inspect
 import types
-import warnings
 from dataclasses import dataclass
 
 from ray_adapter import gaps, matrix
@@ -241,27 +240,15 @@ def _validator_ruling(section, key, value, backend):
         from ray_adapter.ray._private import options as validator
     except ImportError:
         return None
-    # The validator warns once per (owner, option) and process; give it a fresh memory so a
-    # later value of the same option is judged on its own, and restore it afterwards.
-    memory = getattr(validator, "_warned", None)
-    saved = set(memory) if isinstance(memory, set) else None
-    if saved is not None:
-        memory.clear()
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            validator.check(section, {key: value}, backend=backend)
-            if section == "init" and key == "address" and isinstance(value, str):
-                _check_init_address(value)
+        notes = validator.partial_notes(section, {key: value}, backend=backend)
+        if section == "init" and key == "address" and isinstance(value, str):
+            _check_init_address(value)
     except gaps.RayAdapterOptionError as exc:
         return "gap", str(exc)
     except (ValueError, TypeError) as exc:
         return "invalid", str(exc)
     except Exception:  # noqa: BLE001 - a section the validator does not know (KeyError, ...)
         return None
-    finally:
-        if saved is not None:
-            memory.clear()
-            memory.update(saved)
-    # A partial option whose value the adapter honours only in part warns (once per option).
-    return ("partial", str(caught[0].message)) if caught else ("supported", "")
+    # A partial option whose value the adapter honours only in part.
+    return ("partial", notes[0]) if notes else ("supported", "")
