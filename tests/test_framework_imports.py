@@ -1,5 +1,6 @@
 """What RL frameworks import from Ray's implementation modules and internals is either served or a
 gap whose error says what to do; the scan of such code leaves nothing `unknown`."""
+import re
 import textwrap
 
 from ray_adapter.scan import scan_file
@@ -102,3 +103,39 @@ def test_partial_options_are_quiet_as_in_ray_unless_asked():
     assert loud.returncode == 0, loud.stderr[-3000:]
     for option in ("'lifetime'", "'object_store_memory'"):
         assert loud.stderr.count(f"option {option} is partially supported") == 1, (option, loud.stderr)
+
+
+def test_worker_output_is_prefixed_and_coloured_as_by_ray():
+    # Measured under Ray 2.60 (stdout and stderr redirected to files, not a terminal): each
+    # forwarded line is "\x1b[36m(<task or actor> pid=N)\x1b[0m text", stdout to stdout and
+    # stderr to stderr; RAY_COLOR_PREFIX=0 leaves the colour out.
+    code = textwrap.dedent("""\
+        import sys
+        import ray
+        ray.init(num_cpus=2)
+
+        @ray.remote
+        def f():
+            print("task says")
+            print("task err", file=sys.stderr)
+
+        @ray.remote
+        class Named:
+            def __repr__(self):
+                return "Named(7)"
+
+            def hello(self):
+                print("named hello")
+
+        ray.get(f.remote())
+        ray.get(Named.remote().hello.remote())
+        ray.shutdown()
+        """)
+    pid = re.compile(r"pid=\d+")
+    out = run_code(code)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert pid.sub("pid=N", out.stdout).splitlines() == [
+        "\x1b[36m(f pid=N)\x1b[0m task says", "\x1b[36m(Named(7) pid=N)\x1b[0m named hello"]
+    assert pid.sub("pid=N", out.stderr).splitlines() == ["\x1b[36m(f pid=N)\x1b[0m task err"]
+    plain = run_code(code, env={"RAY_COLOR_PREFIX": "0"})
+    assert pid.sub("pid=N", plain.stdout).splitlines() == ["(f pid=N) task says", "(Named(7) pid=N) named hello"]
