@@ -1,5 +1,6 @@
 """Crashes, cancellation and process hygiene: Ray's exceptions, no hang, no orphan."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -274,7 +275,7 @@ def test_worker_output_is_forwarded_with_prefix():
     """)
     result = run_code(code)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).splitlines()  # Ray colours prefixes
     assert any(l.startswith("(hello pid=") and l.endswith(") hello from task") for l in lines), lines
     assert any(l.startswith("(Greeter pid=") and l.endswith(") hi from actor") for l in lines), lines
     quiet = run_code(code.replace("ray.init(num_cpus=1)", "ray.init(num_cpus=1, log_to_driver=False)"))

@@ -1,6 +1,7 @@
 """What Ray prints and raises for common mistakes and events, with the same exception classes:
 unserializable arguments, bad decorator use and option types, num_returns mismatches, the
 (raylet) notice of a dead worker, the actor's log prefix, output of a task fired at exit."""
+import re
 import textwrap
 import threading
 
@@ -99,7 +100,7 @@ def test_lines_of_concurrent_workers_never_interleave_even_unbuffered():
         ray.shutdown()
     """), env={"RAY_ADAPTER_RUNTIME": "embedded", "PYTHONUNBUFFERED": "1"}, timeout=120)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).splitlines()  # Ray colours prefixes
     assert len(lines) == 602
     for line in lines:  # each whole: "(Talker pid=N) aaaa... i" or "(Talker pid=N) last a"
         prefix, _, text = line.partition(") ")
@@ -146,7 +147,7 @@ def test_the_actor_log_prefix_uses_its_repr():
         ray.shutdown()
     """)
     assert result.returncode == 0, result.stderr
-    lines = sorted(result.stdout.splitlines())
+    lines = sorted(re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).splitlines())  # Ray colours prefixes
     assert lines[0].startswith("(Named(k=7) pid=") and lines[0].endswith(") hello")
     assert lines[1].startswith("(Plain pid=") and lines[1].endswith(") hi")
 

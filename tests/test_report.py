@@ -184,3 +184,19 @@ def test_report_never_starts_a_runtime(monkeypatch, capsys):
 
     assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
     assert not started and not core.is_started()
+
+
+@pytest.mark.parametrize("backend", matrix.BACKENDS)
+def test_every_gap_the_report_lists_is_known_to_report_symbol(backend):
+    # `report` names the most-used gaps; `report --symbol` must answer each of them with the
+    # same status (it said "not in the compat matrix" for ray.ActorHandle, a name Ray 2.60
+    # does not have: Ray raises AttributeError too, so it is no gap of the adapter).
+    top = coverage.usage_weighted(backend).top_gaps
+    assert top
+    for name, _ in top:
+        text, code = report.symbol_report(name, backend)
+        assert code == report.EXIT_GAP, (name, text)
+        assert f"{backend}: gap" in text, (name, text)
+    assert "ray.ActorHandle" not in dict(top)
+    text, code = report.symbol_report("ray.ActorHandle", backend)
+    assert code == report.EXIT_UNKNOWN and "raises AttributeError under Ray too" in text

@@ -52,14 +52,18 @@ def test_aliases_and_submodule_imports():
     ]
     for line, symbol in expected:
         assert at(found, line, symbol).status == symbol_status(symbol), (line, symbol)
-    # Ray internals the matrix does not list: the adapter provides ray._private.services'
-    # get_node_ip_address (workloads import it at top level), unchecked against Ray -> unknown.
-    assert at(found, 8, "ray._private.services").status == "unknown"
-    internal = at(found, 19, "ray._private.services.get_node_ip_address")
-    assert internal.status == "unknown" and "not in the compat matrix" in internal.reason
+    # Ray internals: ray._private.services has a data file (get_node_ip_address served, the
+    # rest gaps saying what to use), reached through ray._private, which has none.
+    assert at(found, 8, "ray._private.services").status == "supported"
+    assert at(found, 19, "ray._private.services.get_node_ip_address").status == "supported"
     from ray_adapter.scan.classify import Classifier
 
-    missing = Classifier().name("ray._private.services.get_node_instance_id")
+    launch = Classifier().name("ray._private.services.get_node_instance_id")
+    assert launch.status == "gap" and "ray.nodes()" in launch.reason
+    # A Ray internal the matrix does not list: provided by the adapter -> unknown; not -> gap.
+    internal = Classifier().name("ray._private.profiling")
+    assert internal.status == "unknown" and "not in the compat matrix" in internal.reason
+    missing = Classifier().name("ray._private.node.Node")
     assert missing.status == "gap" and "does not provide it" in missing.reason
     # `r = ray_like` rebinds the alias: nothing after it is Ray.
     assert not [f for f in found if f.line >= 23]

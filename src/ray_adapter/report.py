@@ -133,14 +133,31 @@ def symbol_report(query, backend, as_json=False):
     matches, see_also = coverage.find(query)
     code = EXIT_UNKNOWN if not matches else (
         EXIT_GAP if any(m.entry.status(backend) == "gap" for m in matches) else EXIT_FOUND)
+    # A Ray name outside the matrix (a Ray internal, a name Ray lacks) gets the verdict
+    # `ray-adapter scan` and the usage-weighted coverage give it, so every name they list is
+    # answered here.
+    outside = _outside_verdicts(query) if not matches else None
+    if outside and outside[backend].status == "gap" and query.strip().rpartition(".")[0] not in matrix.modules():
+        code = EXIT_GAP  # (a name missing from a module the matrix lists in full is a typo: exit 1)
     if as_json:
         data = {"query": query, "backend": backend, "found": bool(matches), "exit_code": code,
                 "matches": [_match_json(m, backend) for m in matches], "see_also": see_also}
+        if outside:
+            data["outside_matrix"] = {"status": outside[backend].status, "note": outside[backend].reason,
+                                      "statuses": {b: v.status for b, v in outside.items()}}
         return json.dumps(data, indent=2, sort_keys=True), code
     lines = []
     if not matches:
         lines.append(f"{query}: not in the compat matrix (not a public symbol or option of Ray "
                      f"{RAY_API_VERSION})")
+    if outside:
+        for b in matrix.BACKENDS:
+            lines.append(f"  {b}: {outside[b].status}")
+        lines.append(f"  note: {outside[backend].reason}")
+        usage = coverage.usage_of(query)
+        if usage and usage[1]:
+            per = ", ".join(f"{p} {n}" for p, n in usage[0].items() if n)
+            lines.append(f"  used by real workloads: {usage[1]} call sites outside tests ({per})")
     for m in matches:
         api = f", {m.api} API" if m.api and not m.kind.startswith("option") else ""
         lines.append(f"{m.name} ({m.kind}{api}; {m.where})")
@@ -155,6 +172,16 @@ def symbol_report(query, backend, as_json=False):
     if see_also:
         lines.append(("did you mean: " if not matches else "see also: ") + ", ".join(see_also))
     return "\n".join(lines), code
+
+
+def _outside_verdicts(query):
+    """``{backend: Verdict}`` for a dotted Ray name the matrix has no entry for, else None."""
+    from ray_adapter.scan.classify import Classifier
+
+    name = query.strip()
+    if not (name.startswith("ray.") and all(part.isidentifier() for part in name.split("."))):
+        return None
+    return {b: Classifier(b).name(name) for b in matrix.BACKENDS}
 
 
 def _match_json(m, backend):

@@ -21,7 +21,6 @@ import importlib
 import importlib.util
 import inspect
 import types
-import warnings
 from dataclasses import dataclass
 
 from ray_adapter import gaps, matrix
@@ -77,12 +76,30 @@ class Classifier:
                 return self._entry(whole[sub], "module")
             if entry is not None:
                 return self._entry(entry, entry.kind)
+            if _has_data_files_under(sub, files, whole):
+                # A package with no data file of its own whose submodules have one
+                # (ray._private -> ray._private.runtime_env.constants): walk on.
+                module = sub
+                continue
+            if module in files and i >= module_parts and name[:1].isupper():
+                # The data file lists every class and constant Ray's module defines: Ray lacks
+                # this one too (a lower-case name may be a submodule the file does not list).
+                return self._not_in_ray(".".join(parts), module, name)
             return self._outside_matrix(".".join(parts), module)
-        return self._entry(matrix.module_entry(module), "module")
+        entry = matrix.module_entry(module)
+        if entry is None:  # the walk ended on such a package (import ray._private)
+            return self._outside_matrix(".".join(parts), module)
+        return self._entry(entry, "module")
 
     def _entry(self, entry, kind):
         status = entry.status(self.backend)
         return Verdict(entry.qualname, kind or "symbol", status, _sentence(entry.note))
+
+    def _not_in_ray(self, dotted, module, name):
+        return Verdict(dotted, "internal", "unknown",
+                       f"Ray {_ray_version()}'s {module} has no name {name!r} (the compat matrix lists "
+                       "every name it defines): using it raises AttributeError under Ray too (in an "
+                       "annotation that is never evaluated it is harmless).")
 
     def _outside_matrix(self, dotted, known_module):
         where = f"not a public name of Ray {_ray_version()}'s {known_module} (not in the compat matrix)"
@@ -139,6 +156,12 @@ class Classifier:
         if verdict == "supported" and status != "supported":
             return Verdict(symbol, "option", "supported", f"this value is fully supported. {note}".strip())
         return Verdict(symbol, "option", status if verdict == "partial" else verdict, note)
+
+
+def _has_data_files_under(package, files, whole):
+    """True when the matrix has a data file or a whole-module entry below ``package``."""
+    prefix = package + "."
+    return any(name.startswith(prefix) for name in files) or any(name.startswith(prefix) for name in whole)
 
 
 def _owner_api(section):
@@ -217,27 +240,15 @@ def _validator_ruling(section, key, value, backend):
         from ray_adapter.ray._private import options as validator
     except ImportError:
         return None
-    # The validator warns once per (owner, option) and process; give it a fresh memory so a
-    # later value of the same option is judged on its own, and restore it afterwards.
-    memory = getattr(validator, "_warned", None)
-    saved = set(memory) if isinstance(memory, set) else None
-    if saved is not None:
-        memory.clear()
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            validator.check(section, {key: value}, backend=backend)
-            if section == "init" and key == "address" and isinstance(value, str):
-                _check_init_address(value)
+        notes = validator.partial_notes(section, {key: value}, backend=backend)
+        if section == "init" and key == "address" and isinstance(value, str):
+            _check_init_address(value)
     except gaps.RayAdapterOptionError as exc:
         return "gap", str(exc)
     except (ValueError, TypeError) as exc:
         return "invalid", str(exc)
     except Exception:  # noqa: BLE001 - a section the validator does not know (KeyError, ...)
         return None
-    finally:
-        if saved is not None:
-            memory.clear()
-            memory.update(saved)
-    # A partial option whose value the adapter honours only in part warns (once per option).
-    return ("partial", str(caught[0].message)) if caught else ("supported", "")
+    # A partial option whose value the adapter honours only in part.
+    return ("partial", notes[0]) if notes else ("supported", "")

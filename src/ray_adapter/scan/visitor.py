@@ -266,7 +266,10 @@ class RayUses(ast.NodeVisitor):
             sections = ("method",)
         elif id(node) in self._before_remote:
             # A remote function or actor this module did not define: the keywords decide.
-            keys = {kw.arg for kw in node.keywords if kw.arg}
+            keys = set()
+            for kw in node.keywords:  # **{...} and **name of a dict literal count too
+                items = [(kw.arg,)] if kw.arg else (self._dict_items(kw.value) or ())
+                keys.update(item[0] for item in items)
             present = [s for s in ("task", "actor", "method") if s in self.c.option_sections()]
             sections = next(((s,) for s in present if all(self.c.has_option(s, k) for k in keys)),
                             ("task", "actor"))
@@ -324,7 +327,11 @@ class RayUses(ast.NodeVisitor):
             if items:
                 for name, value, key_node in items:
                     value = _literal(value)
-                    verdict = self.c.option(section, key, {name: None if value is NOT_LITERAL else value})
+                    if value is NOT_LITERAL:
+                        # Set to something (only a literal None is "not given"): the field
+                        # decides, with a value of the type Ray wants for env_vars.
+                        value = {} if name == "env_vars" else "<expression>"
+                    verdict = self.c.option(section, key, {name: value})
                     self._add(key_node, verdict, f'["{name}"]')
                 return
         value = _literal(value_node)

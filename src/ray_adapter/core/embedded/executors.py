@@ -294,9 +294,27 @@ async def _loop_primitives(sizes):
     return {group: asyncio.Semaphore(n) for group, n in sizes.items()}, asyncio.Event()
 
 
+_RESET = "\x1b[0m"
+_CYAN = "\x1b[36m"
+#: RAY_COLOR_PREFIX=1: one colour per worker, chosen by pid (magenta, cyan, green, light black,
+#: light blue, light magenta), as Ray's driver colours forwarded lines.
+_PID_COLORS = ("\x1b[35m", "\x1b[36m", "\x1b[32m", "\x1b[90m", "\x1b[94m", "\x1b[95m")
+
+
+def _prefix_color():
+    """The ANSI colour Ray's driver wraps a worker line's prefix in, whether or not the stream is
+    a terminal: cyan; none with ``RAY_COLOR_PREFIX=0``; one per worker with ``=1``."""
+    setting = os.environ.get("RAY_COLOR_PREFIX")
+    if setting == "0":
+        return ""
+    if setting == "1":
+        return _PID_COLORS[os.getpid() % len(_PID_COLORS)]
+    return _CYAN
+
+
 class PrefixWriter:
-    """Prefixes each line written to stdout/stderr with ``(name pid=N)``, as Ray's log
-    forwarding does, and writes straight to the driver's inherited stream. Only whole lines
+    """Prefixes each line written to stdout/stderr with ``(name pid=N)`` (in cyan, see
+    :func:`_prefix_color`), as Ray's log forwarding does, and writes straight to the driver's inherited stream. Only whole lines
     are written (one write each batch; a partial line waits for its end or :meth:`finish_line`), so
     lines of several workers never interleave, even with unbuffered streams
     (``PYTHONUNBUFFERED``)."""
@@ -313,7 +331,9 @@ class PrefixWriter:
         w = self._worker
         name = w.actor_log_name or w.actor_class_name or current_call.get()[1]
         # Outside any task (a setup hook at start), Ray tags lines with the pid alone.
-        return f"({name} pid={os.getpid()}) " if name else f"(pid={os.getpid()}) "
+        tag = f"({name} pid={os.getpid()})" if name else f"(pid={os.getpid()})"
+        color = _prefix_color()
+        return f"{color}{tag}{_RESET} " if color else f"{tag} "
 
     def write(self, text):
         if not text:

@@ -3,8 +3,13 @@ and their translation into runtime-core option objects.
 
 Every keyword has a status in ``compat_matrix/options.toml``: an unknown keyword raises
 ``ValueError`` as Ray does, a ``gap`` raises :class:`ray_adapter.gaps.RayAdapterOptionError`, a
-``partial`` one warns once per process, naming what differs. Nothing is dropped silently.
+``partial`` one is honoured as far as the matrix says, silently as Ray would be: a correct
+program prints nothing of the adapter's own. ``RAY_ADAPTER_WARN_PARTIAL=1`` makes each
+partial option warn once per process (and backend), naming what differs; ``ray-adapter scan``
+and ``report`` list them without running anything (:func:`partial_notes`).
 """
+import contextvars
+import os
 import warnings
 
 from ray_adapter import gaps, matrix
@@ -14,6 +19,13 @@ _OWNER_LABEL = {"task": "remote functions", "actor": "actors", "init": "ray.init
                 "method": "actor methods"}
 _OWNER_API = {"task": "ray.remote", "actor": "ray.remote", "init": "ray.init", "method": "ray.method"}
 _warned = set()
+#: Set by :func:`partial_notes`: the messages of partial values are collected, not warned.
+_notes = contextvars.ContextVar("ray_adapter_partial_notes", default=None)
+WARN_PARTIAL_ENV = "RAY_ADAPTER_WARN_PARTIAL"
+
+
+def _warn_partial_enabled():
+    return os.environ.get(WARN_PARTIAL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _backend():
@@ -26,8 +38,9 @@ def check(owner, options, backend=None):
     """Validate ``options`` (a dict) for ``owner`` ("task", "actor", "init" or "method") on
     ``backend`` (default: the running one, else the one ``ray.init()`` would pick); returns the
     backend it checked for. Raises ValueError for an unknown keyword (as Ray),
-    RayAdapterOptionError for a gap; warns once for a partial option given a value the matrix
-    does not list as fully supported."""
+    RayAdapterOptionError for a gap. A partial option given a value the matrix does not list as
+    fully supported warns once per process only when ``RAY_ADAPTER_WARN_PARTIAL=1`` (Ray prints
+    nothing)."""
     table = matrix.options(owner)
     backend = backend or _backend()
     if backend not in matrix.BACKENDS:
@@ -68,11 +81,26 @@ def _judge_partial(owner, key, value, entry, backend):
         raise gaps.option_gap_error(_OWNER_API[owner], f"{key}[{extra[0]!r}]", entry.note)
     if entry.get("otherwise", "warn") == "gap":
         raise gaps.option_gap_error(_OWNER_API[owner], f"{key}={value!r}", entry.note)
+    message = f"ray-adapter: {_OWNER_API[owner]} option {key!r} is partially supported: {entry.note}"
+    notes = _notes.get()
+    if notes is not None:
+        notes.append(message)
+        return
     marker = (owner, key, backend)
-    if marker not in _warned:
+    if marker not in _warned and _warn_partial_enabled():
         _warned.add(marker)
-        warnings.warn(f"ray-adapter: {_OWNER_API[owner]} option {key!r} is partially supported: "
-                      f"{entry.note}", UserWarning, stacklevel=4)
+        warnings.warn(message, UserWarning, stacklevel=4)
+
+
+def partial_notes(owner, options, backend=None):
+    """Validate as :func:`check` does (same errors) without warning; returns the messages of
+    the values it honours only in part (``[]`` when all are fully supported)."""
+    token = _notes.set([])
+    try:
+        check(owner, options, backend=backend)
+        return _notes.get()
+    finally:
+        _notes.reset(token)
 
 
 _AMOUNTS = ("num_cpus", "num_gpus", "memory", "object_store_memory", "_memory")

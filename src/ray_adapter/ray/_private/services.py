@@ -1,6 +1,8 @@
-"""``ray._private.services``: the one name workloads import from it, ``get_node_ip_address``."""
+"""``ray._private.services``: the one name workloads import from it, ``get_node_ip_address``; its other
+names launch or find Ray's own processes and are gaps (see the compat matrix)."""
 import socket
 
+from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import context_if_started
 
 
@@ -20,3 +22,6 @@ def get_node_ip_address(address="8.8.8.8:53"):
     except (OSError, ValueError):
         return "127.0.0.1"
 
+
+
+__getattr__ = gaps.module_getattr("ray._private.services")
