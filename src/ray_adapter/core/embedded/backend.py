@@ -41,6 +41,14 @@ from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 
+#: Seconds the work still running when the driver's interpreter exits is given before the
+#: runtime stops (Ray 2.60's ``shutdown`` at exit sleeps 0.5 s "to make sure that log messages
+#: finish printing", then kills its workers): output printed meanwhile reaches the terminal.
+EXIT_GRACE_S = 0.5
+#: At exit, seconds an idle worker has to end by itself before it is killed (a busy one is
+#: killed then too: Ray's workers die with their raylet).
+EXIT_KILL_AFTER_S = 0.1
+
 
 class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
     """The single-machine runtime ``ray.init()`` starts by default: a head node, plus the
@@ -97,7 +105,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.pool = WorkerPool(init_message, self.envs.job, log_to_driver, self._dispatch,
                                self._on_worker_exit, self.arena)
         self._started = True
-        atexit.register(self.shutdown)
+        atexit.register(self._at_exit)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
         cpus = node.resources.total_dict().get("CPU", 1)
         self.pool.prestart(node, max(2, min(int(cpus), 8)))
@@ -107,14 +115,34 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
                 "node_ip_address": self.head_ip}
 
     def shutdown(self):
+        self._stop(grace=1.0)
+
+    def _at_exit(self):
+        """The driver's interpreter exits with the runtime started (Ray's atexit shutdown):
+        tasks and actor calls not finished get :data:`EXIT_GRACE_S` seconds, the runtime fully
+        working (a task may still submit and get), so what they print meanwhile is shown; then
+        every worker is stopped, a task that never ends killed with it. Runs in the main
+        thread, once, from ``atexit``."""
+        if not self._started:
+            return
+        unfinished = self.tasks.unfinished_returns() + self.actors.unfinished_returns()
+        if unfinished:
+            try:
+                self.objects.wait(unfinished, len(unfinished), EXIT_GRACE_S)
+            except errors.NotInitialized:  # shut down meanwhile (another thread)
+                pass
+        self._stop(grace=EXIT_KILL_AFTER_S)
+
+    def _stop(self, grace):
+        """Stop the runtime: workers get ``grace`` seconds to exit, then are killed."""
         if not self._started:
             return
         self._started = False
-        atexit.unregister(self.shutdown)
+        atexit.unregister(self._at_exit)
         self._releases.close()
         self.timers.close()
         self.groups.close()
-        self.pool.shutdown()
+        self.pool.shutdown(grace)
         self.objects.close()  # every get/wait still blocked raises NotInitialized
         if self.arena is not None:
             serialization.set_allocator(None)
