@@ -264,7 +264,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def get(self, object_ids, timeout):
         self._check_started()
-        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True):
+        # An id the table does not hold (freed, forged) is never ready, as in Ray: GetTimeout.
+        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True, unknown_ready=False):
             raise errors.GetTimeout(timeout)
         values = []
         for data, is_error in self.objects.collect(object_ids):
@@ -276,8 +277,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def wait(self, object_ids, num_returns, timeout):
         self._check_started()
-        self.objects.wait(object_ids, num_returns, timeout)
-        flags = self.objects.ready_flags(object_ids)
+        self.objects.wait(object_ids, num_returns, timeout, unknown_ready=False)
+        flags = self.objects.ready_flags(object_ids, unknown_ready=False)
         ready, not_ready = [], []
         for oid, is_ready in zip(object_ids, flags):
             (ready if is_ready and len(ready) < num_returns else not_ready).append(oid)
@@ -301,10 +302,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
                 future.set_exception(exc)
 
         self._check_started()
-        if not self.objects.exists(object_id):
-            future.set_exception(errors.ObjectFreed(object_id))
-        else:
-            self.objects.when_ready([object_id], settle)
+        # An id the table does not hold never settles (Ray's future of such a ref never does).
+        self.objects.when_ready([object_id], settle, unknown_ready=False)
         return future
 
     def add_local_reference(self, object_id):

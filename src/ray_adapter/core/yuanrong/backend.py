@@ -104,6 +104,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             with _stdout_to_stderr():  # yr's native init prints notices on stdout
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
+        # What a wait on an id the backend does not hold waits on: failed at shutdown only.
+        self._never = concurrent.futures.Future()
         self._started = True
         _exit_grace.register(self)
         address = self.address = "yr-local" if self.local_mode else self._server_address(options)
@@ -160,6 +162,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             self._started = False
             actors = [a for a in self._actors.values() if not a.dead]
             gone = errors.NotInitialized("ray.shutdown() was called while this call was waiting")
+            self._never.set_exception(gone)
             for obj in self._objects.values():  # wake every get/wait still blocked
                 if obj.future is not None and not obj.future.done():
                     try:
