@@ -38,6 +38,7 @@ from ray_adapter.core.embedded.task_support import notice
 from ray_adapter.core.embedded.tasks import TaskManager
 from ray_adapter.core.embedded.timers import Timers
 from ray_adapter.core.execution import serialize_args, serialize_value
+from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 
@@ -92,6 +93,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.scheduler.spare = self.tasks.on_spare_resources
         self.actors = ActorManager(self)
         self.service = DriverService(self)
+        self.metrics = MetricsExport(options.metrics_export_port)
         self._handlers = self._message_handlers()
         log_to_driver = options.log_to_driver
 
@@ -112,7 +114,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         for spec in options.nodes or ():
             self.node_manager.add(spec)
         return {"address": self.address, "node_id": self.node_id.hex(),
-                "node_ip_address": self.head_ip}
+                "node_ip_address": self.head_ip, "metrics_export_port": self.metrics.port}
 
     def shutdown(self):
         self._stop(grace=1.0)
@@ -151,6 +153,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.actors.clear()
         self.streams.clear()
         self.envs.close()
+        self.metrics.close()
 
     def _check_started(self):
         if not self._started:
@@ -177,6 +180,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
             protocol.WaitReq: s.on_wait,
             protocol.QueryReq: s.on_query,
             protocol.StreamNextReq: s.on_stream_next,
+            protocol.MetricRecord: lambda w, m, b: self.metrics.record(
+                m.kind, m.name, m.description, m.tag_keys, m.boundaries, m.tags, m.value),
         }
 
     def _dispatch(self, worker, message, buffers):
@@ -405,6 +410,10 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def exit_current_actor(self):
         raise RuntimeError("exit_actor() can only be called inside an actor")
+
+    def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
+        self._check_started()
+        self.metrics.record(kind, name, description, tag_keys, boundaries, tags, value)
 
     def object_store_stats(self):
         count, used = self.objects.stats()

@@ -112,6 +112,12 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
     def shutdown(self):
         return None
 
+    def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
+        """Posted to the driver, which exports it (no reply awaited)."""
+        self._worker.post(protocol.MetricRecord(kind, name, description, list(tag_keys),
+                                                [float(b) for b in boundaries or ()], dict(tags),
+                                                float(value)))
+
     # -- objects -----------------------------------------------------------------------------
     def put(self, value):
         ser = serialize_value(value)

@@ -31,6 +31,7 @@ from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.envs import EnvsMixin
+from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.objects import ObjectsMixin
@@ -106,10 +107,12 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._releases = DeferredReleases(self._lock)
         # What a wait on an id the backend does not hold waits on: failed at shutdown only.
         self._never = concurrent.futures.Future()
+        self.metrics = MetricsExport(options.metrics_export_port)
         self._started = True
         _exit_grace.register(self)
         address = self.address = "yr-local" if self.local_mode else self._server_address(options)
-        return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
+        return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1",
+                "metrics_export_port": self.metrics.port}
 
     @staticmethod
     def _server_address(options):
@@ -179,10 +182,18 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._releases.close()
         self._close_groups(gone)
         self._stop_job_env()
+        self.metrics.close()
         for actor in actors:
             self._terminate(actor)
         if self._owns_yr:
             self.yr.finalize()
+
+    def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
+        """Recorded in the driver's endpoint: by the driver, and by tasks and actors of yr's
+        local mode (threads of the driver); on a cluster, records made in remote yr workers
+        stay there (matrix: ray.util.metrics)."""
+        self._check_started()
+        self.metrics.record(kind, name, description, tag_keys, boundaries, tags, value)
 
     # ================================================================== tasks
     def _pack_args(self, args, kwargs):

@@ -112,7 +112,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             namespace=namespace, runtime_env=_job_env(runtime_env),
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
             address=None if address in (None, "local", "auto") else address,
-            labels=dict(labels or {}))
+            labels=dict(labels or {}), metrics_export_port=_metrics_port_option(kwargs))
         if cluster is not None:
             head, opts.nodes = cluster
             opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
@@ -126,7 +126,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             "raylet_socket_name": "",
             "webui_url": "",
             "session_dir": "",
-            "metrics_export_port": -1,
+            "metrics_export_port": info.get("metrics_export_port", -1),
             "gcs_address": info.get("address", ""),
             "address": info.get("address", ""),
             "dashboard_agent_listen_port": -1,
@@ -134,6 +134,15 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _metrics_port_option(kwargs):
+    """``_metrics_export_port``: the loopback port application metrics are served at (Ray's
+    metrics export port; None: a free one, reported by ``ray.nodes()``)."""
+    port = kwargs.get("_metrics_export_port")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536):
+        raise ValueError(f"_metrics_export_port must be a port number, got {port!r}")
+    return port
 
 
 def _cluster_nodes(address, num_cpus, num_gpus):
@@ -420,7 +429,8 @@ def nodes():
             "ObjectManagerPort": 0,
             "ObjectStoreSocketName": "",
             "RayletSocketName": "",
-            "MetricsExportPort": -1,
+            "MetricsExportPort": _context.address_info.get("metrics_export_port", -1)
+            if _context is not None else -1,  # one endpoint per machine: every node's
             "MetricsAgentPort": -1,
             "DashboardAgentListenPort": -1,
             "NodeName": n["address"],
