@@ -306,6 +306,14 @@ class RuntimeCore(abc.ABC):
         record, from any of its processes, at its metrics endpoint."""
         raise NotImplementedError(f"application metrics are not provided by the {self.backend_name} backend")
 
+    def relay(self, topic: str, data: Any) -> None:
+        """Hand ``data`` (plain values, msgpack-able) to the handler the driver's process
+        registered for ``topic`` (:mod:`ray_adapter.core.relays`); from a worker it is posted,
+        in order with the worker's other messages, never answered."""
+        from ray_adapter.core import relays
+
+        relays.deliver(topic, data)  # the driver's own process (and threads of it)
+
     def object_store_stats(self) -> Dict[str, int]:
         """``{"num_objects", "bytes_used", "bytes_avail"}`` of the object store (bytes); a
         backend that cannot tell a figure reports 0 for it."""

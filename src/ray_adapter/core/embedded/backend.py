@@ -20,7 +20,9 @@ import sys
 import time
 import uuid
 
-from ray_adapter.core import errors, ids, serialization, shm
+import msgspec
+
+from ray_adapter.core import errors, ids, relays, serialization, shm
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
@@ -182,6 +184,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
             protocol.StreamNextReq: s.on_stream_next,
             protocol.MetricRecord: lambda w, m, b: self.metrics.record(
                 m.kind, m.name, m.description, m.tag_keys, m.boundaries, m.tags, m.value),
+            protocol.Relay: lambda w, m, b: relays.deliver(m.topic, msgspec.msgpack.decode(m.data)),
         }
 
     def _dispatch(self, worker, message, buffers):

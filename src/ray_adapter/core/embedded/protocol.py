@@ -20,7 +20,7 @@ Data flow::
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
                                                         GetReq, WaitReq, QueryReq, StreamNextReq,
-                                                        MetricRecord
+                                                        MetricRecord, Relay
 
 Streaming generators: a call run with ``streaming`` sends one :class:`StreamItem` per yielded
 value, in order (an exception the generator raises is its last item, not ok), then its
@@ -355,9 +355,16 @@ class MetricRecord(_Msg):
     value: float
 
 
+class Relay(_Msg):
+    """``relay(topic, data)`` from a worker (see :mod:`ray_adapter.core.relays`). Posted."""
+
+    topic: str
+    data: msgspec.Raw
+
+
 ToDriver = Union[Hello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
                  FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq,
-                 QueryReq, StreamNextReq, MetricRecord]
+                 QueryReq, StreamNextReq, MetricRecord, Relay]
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

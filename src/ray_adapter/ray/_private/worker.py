@@ -10,6 +10,7 @@ import threading
 from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
 from ray_adapter.core import InitOptions, ids
+from ray_adapter.core import relays as _relays
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import context_if_started, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
@@ -119,6 +120,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
             opts.resources, opts.labels = dict(head.resources), dict(head.labels)
         _, info = _core.start(opts)
+        _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
         address_info = {
             "node_ip_address": info.get("node_ip_address", "127.0.0.1"),
             "redis_address": None,
@@ -134,6 +136,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _tqdm_state(state):
+    """A tqdm_ray bar's state relayed by a worker (the module is loaded on the first)."""
+    from ray_adapter.ray.experimental import tqdm_ray
+
+    tqdm_ray._from_worker(state)
 
 
 def _metrics_port_option(kwargs):
