@@ -13,11 +13,16 @@ A record is ``(kind, name, description, tag_keys, boundaries, tags, value)``: ``
 caller, as Ray's ``Metric`` does); ``boundaries`` are a histogram's bucket upper bounds.
 
 Thread-safety: :class:`MetricsExport` keeps its series in ``_series``, guarded by ``_lock``, a
-leaf lock (records come from user threads and worker reader threads; the HTTP server's thread
-copies the series under it and builds the text outside it).
+leaf lock (records come from user threads and worker reader threads; a scrape's handler thread
+copies the series under it and builds the text outside it). One thread accepts scrapes; it
+owns the listening socket until :meth:`MetricsExport.close` sets ``_stopping`` and wakes it
+with a connection of its own.
 """
+import socket
 import sys
 import threading
+
+from ray_adapter.core.threads import start_daemon
 
 #: The ``Version`` label of every series (Ray's: the Ray version it mirrors).
 RAY_VERSION = "2.60.0"
@@ -126,21 +131,45 @@ class MetricsExport:
         return generate_latest(registry)
 
     def _serve(self, port):
-        from prometheus_client import CollectorRegistry, start_http_server
+        """Listen on ``127.0.0.1:port`` (0/None: a free port) and serve scrapes from one
+        thread, which :meth:`close` wakes and ends (no polling)."""
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        from prometheus_client import CollectorRegistry, make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer
+
+        class QuietHandler(WSGIRequestHandler):
+            def log_message(self, *args):  # no access log on the driver's stderr
+                pass
 
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
         try:
-            self._server, _thread = start_http_server(port or 0, addr="127.0.0.1", registry=registry)
+            server = make_server("127.0.0.1", port or 0, make_wsgi_app(registry),
+                                 ThreadingWSGIServer, handler_class=QuietHandler)
         except OSError as exc:  # the port is taken: the runtime works, without an endpoint
             sys.stderr.write(f"ray-adapter: warning: metrics are not exported: cannot listen on "
                              f"127.0.0.1:{port}: {exc}\n")
             return
-        self.port = self._server.server_port
+        server.daemon_threads = True
+        self._server = server
+        self.port = server.server_port
+        self._stopping = False
+        self._thread = start_daemon(self._serve_loop, "ray-adapter-metrics", (server,))
+
+    def _serve_loop(self, server):
+        while not self._stopping:
+            server.handle_request()  # blocks until a connection (timeout None)
 
     def close(self):
-        """Stop serving (the values are dropped with this object)."""
+        """Stop serving and free the port (the values are dropped with this object)."""
         server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        if server is None:
+            return
+        self._stopping = True
+        try:  # wake the serving thread: it sees _stopping once this connection is handled
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+        except OSError:
+            pass
+        self._thread.join(10)
+        server.server_close()
