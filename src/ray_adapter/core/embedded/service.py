@@ -147,26 +147,28 @@ class DriverService:
 
     # -- get / wait --------------------------------------------------------------------------
     def on_get(self, worker, message, buffers):
+        # An id the table does not hold is answered at once (ObjectFreed), not held as the
+        # driver's own ray.get holds it: under load a task of test_borrowed_refs' flat-memory
+        # run asked for a nested argument already freed (why is not established; perhaps a
+        # follower taken back from its worker) and, held, it never answered.
         ids = message.ids
         self._when(worker, message.req_id, ids, len(ids), message.timeout,
                    lambda ok: self._send_values(worker, message.req_id, ids, ok),
                    lambda: self._send_get_error(worker, message.req_id, errors.GetTimeout(message.timeout)),
-                   on_error=True, unknown_ready=False)  # a user's refs: unknown ids never ready
+                   on_error=True)
 
     def on_wait(self, worker, message, buffers):
         ids = message.ids
 
         def answer(_ok=True):
-            flags = self.rt.objects.ready_flags(ids, unknown_ready=False)
+            flags = self.rt.objects.ready_flags(ids)
             ready = [oid for oid, f in zip(ids, flags) if f][:message.num_returns]
             chosen = set(ready)
             self.reply(worker, message.req_id, (ready, [oid for oid in ids if oid not in chosen]))
 
-        self._when(worker, message.req_id, ids, message.num_returns, message.timeout, answer, answer,
-                   unknown_ready=False)
+        self._when(worker, message.req_id, ids, message.num_returns, message.timeout, answer, answer)
 
-    def _when(self, worker, req_id, ids, needed, timeout, on_ready, on_timeout, on_error=False,
-              unknown_ready=True):
+    def _when(self, worker, req_id, ids, needed, timeout, on_ready, on_timeout, on_error=False):
         """Call exactly one of ``on_ready(ok)`` (``needed`` objects sealed, or ``on_error`` one
         sealed with an error) or ``on_timeout()`` (``timeout`` seconds passed), with the task's
         CPUs lent back meanwhile."""
@@ -182,7 +184,7 @@ class DriverService:
             rt.tasks.unblock(worker, token)
             on_ready(ok)
 
-        waiter = rt.objects.when_ready(ids, ready, needed, on_error, unknown_ready)
+        waiter = rt.objects.when_ready(ids, ready, needed, on_error)
         if state["fired"]:
             return
         if timeout is not None and timeout <= 0:

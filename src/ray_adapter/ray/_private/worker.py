@@ -238,7 +238,9 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     ``ray.ObjectRef(bytes.fromhex(h))`` after the object was freed, or a made-up id) is never
     ready: ``GetTimeoutError`` after ``timeout``, and without one the call waits for ever (until
     ``ray.shutdown()``). A ref made in an earlier session (before ``ray.shutdown()``) raises
-    ``ValueError`` ('You are trying to access Ray objects whose owner is unknown...')."""
+    ``ValueError`` ('You are trying to access Ray objects whose owner is unknown...'). In a
+    task or actor of the embedded backend an unknown object raises ``ObjectFreedError`` at once
+    instead (compat matrix)."""
     if type(object_refs) is not ObjectRef and _is_generator(object_refs):
         return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     try:
@@ -288,7 +290,8 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     (the call returns after ``timeout``; without one, only once ``num_returns`` other refs
     are ready). A ref made in an earlier session raises ``ValueError`` ('An application is
     trying to access a Ray object whose owner is unknown(...)') unless the other refs are
-    ready enough at once.
+    ready enough at once. In a task or actor of the embedded backend an unknown object counts
+    as ready instead (compat matrix).
     """
     if isinstance(ray_waitables, ObjectRef) or _is_generator(ray_waitables):
         raise TypeError(
