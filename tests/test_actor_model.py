@@ -495,7 +495,10 @@ def test_a_cancelled_running_task_raises_ray_task_error(ray):
     assert isinstance(info.value, ray.exceptions.RayTaskError)  # RayTaskError(TaskCancelledError)
 
 
-def test_wait_treats_a_freed_object_as_ready(ray):
+def test_a_freed_object_rebuilt_from_its_id_is_never_ready_as_in_ray(ray):
+    """Ray 2.60: a ref rebuilt from the id of a freed object (or of a made-up id) is never
+    ready: ray.wait leaves it in not_ready, ray.get with a timeout raises GetTimeoutError,
+    future() never settles (tests/programs/unknown_refs.py has the whole comparison)."""
     x = ray.put(1)
     y = ray.ObjectRef(x.binary())  # a ref that does not keep the object alive
     del x
@@ -509,7 +512,37 @@ def test_wait_treats_a_freed_object_as_ready(ray):
         flush()
     else:  # yuanrong: its deferred releases
         core.current()._releases.flush()
-    ready, pending = ray.wait([y], timeout=5)
-    assert ready == [y] and pending == []
-    with pytest.raises(ray.exceptions.ObjectLostError):
-        ray.get(y, timeout=5)
+    ready, pending = ray.wait([y], timeout=0.2)
+    assert ready == [] and pending == [y]
+    ready, pending = ray.wait([y], timeout=0, fetch_local=False)
+    assert ready == [] and pending == [y]
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(y, timeout=0.2)
+    made_up = ray.ObjectRef(bytes(range(28)))
+    live = ray.put(2)
+    assert ray.wait([made_up, live], num_returns=1) == ([live], [made_up])
+    assert ray.wait([made_up, live], num_returns=2, timeout=0.2) == ([live], [made_up])
+    with pytest.raises(TimeoutError):
+        y.future().result(timeout=0.2)
+
+
+def test_a_get_waiting_for_an_unknown_object_ends_at_shutdown(ray):
+    """Without a timeout such a get waits as Ray's does, for ever; ray.shutdown() ends it."""
+    import threading
+
+    y = ray.ObjectRef(bytes(range(28)))
+    outcome = []
+
+    def get():
+        try:
+            ray.get(y)
+        except BaseException as exc:  # noqa: BLE001 - what ended it is the result
+            outcome.append(exc)
+
+    thread = threading.Thread(target=get, daemon=True)
+    thread.start()
+    thread.join(0.3)
+    assert thread.is_alive()
+    ray.shutdown()
+    thread.join(30)
+    assert not thread.is_alive() and outcome

@@ -159,8 +159,8 @@ def test_a_third_backend_is_a_new_column(tmp_path, monkeypatch):
         fn.cache_clear()
     try:
         assert matrix.BACKENDS == ("embedded", "yuanrong", "third")
-        assert matrix.lookup("ray", "get").status("third") == "gap"
-        assert matrix.lookup("ray", "get").status("embedded") == "supported"
+        assert matrix.lookup("ray", "put").status("third") == "gap"
+        assert matrix.lookup("ray", "put").status("embedded") == "supported"
         with pytest.raises(gaps.RayAdapterOptionError, match="num_cpus"):
             options_module.check("task", {"num_cpus": 1}, backend="third")
         options_module.check("task", {"num_cpus": 1}, backend="embedded")

@@ -89,6 +89,8 @@ class InitOptions:
     nodes: List["NodeSpec"] = field(default_factory=list)
     #: The head node's id (hex), when the caller chose it (None: random).
     node_id: Optional[str] = None
+    #: The loopback port application metrics are served at (None: a free one).
+    metrics_export_port: Optional[int] = None
 
 
 @dataclass
@@ -296,6 +298,21 @@ class RuntimeCore(abc.ABC):
         """The consumer dropped the stream: untaken items are freed, later ones dropped, and
         the producer never pauses again. Safe to call from finalizers."""
         raise NotImplementedError(f"streaming generators are not provided by the {self.backend_name} backend")
+
+    def record_metric(self, kind: str, name: str, description: str, tag_keys: tuple,
+                      boundaries: tuple, tags: Dict[str, str], value: float) -> None:
+        """Record one application metric value (``ray.util.metrics``; the arguments are
+        described in :mod:`ray_adapter.core.metrics`). The driver's runtime exports every
+        record, from any of its processes, at its metrics endpoint."""
+        raise NotImplementedError(f"application metrics are not provided by the {self.backend_name} backend")
+
+    def relay(self, topic: str, data: Any) -> None:
+        """Hand ``data`` (plain values, msgpack-able) to the handler the driver's process
+        registered for ``topic`` (:mod:`ray_adapter.core.relays`); from a worker it is posted,
+        in order with the worker's other messages, never answered."""
+        from ray_adapter.core import relays
+
+        relays.deliver(topic, data)  # the driver's own process (and threads of it)
 
     def object_store_stats(self) -> Dict[str, int]:
         """``{"num_objects", "bytes_used", "bytes_avail"}`` of the object store (bytes); a

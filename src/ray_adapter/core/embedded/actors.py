@@ -346,6 +346,11 @@ class ActorManager(ActorCallsMixin):
     def uncarry(self, actor_ids):
         self.scope.uncarry(actor_ids)
 
+    def unfinished_returns(self):
+        """The return ids of every method call not finished yet (a snapshot; exit grace)."""
+        with self._lock:
+            return [oid for call in self._calls.values() for oid in call.return_ids]
+
     def clear(self):
         with self._lock:
             self._actors.clear()

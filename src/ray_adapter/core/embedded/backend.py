@@ -20,7 +20,9 @@ import sys
 import time
 import uuid
 
-from ray_adapter.core import errors, ids, serialization, shm
+import msgspec
+
+from ray_adapter.core import errors, ids, relays, serialization, shm
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
@@ -38,8 +40,17 @@ from ray_adapter.core.embedded.task_support import notice
 from ray_adapter.core.embedded.tasks import TaskManager
 from ray_adapter.core.embedded.timers import Timers
 from ray_adapter.core.execution import serialize_args, serialize_value
+from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
+
+#: Seconds the work still running when the driver's interpreter exits is given before the
+#: runtime stops (Ray 2.60's ``shutdown`` at exit sleeps 0.5 s "to make sure that log messages
+#: finish printing", then kills its workers): output printed meanwhile reaches the terminal.
+EXIT_GRACE_S = 0.5
+#: At exit, seconds an idle worker has to end by itself before it is killed (a busy one is
+#: killed then too: Ray's workers die with their raylet).
+EXIT_KILL_AFTER_S = 0.1
 
 
 #: Started backends, shut down at interpreter exit by the one handler below. (A handler
@@ -51,7 +62,7 @@ _running = set()
 @atexit.register
 def _shutdown_running():
     for backend in list(_running):
-        backend.shutdown()
+        backend._at_exit()
 
 
 class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
@@ -96,6 +107,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.scheduler.spare = self.tasks.on_spare_resources
         self.actors = ActorManager(self)
         self.service = DriverService(self)
+        self.metrics = MetricsExport(options.metrics_export_port)
         self._handlers = self._message_handlers()
         log_to_driver = options.log_to_driver
 
@@ -110,16 +122,36 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
                                self._on_worker_exit, self.arena,
                                session_dir=self.envs.session_dir)
         self._started = True
-        _running.add(self)  # shut down at exit (one atexit handler for every session)
+        _running.add(self)  # stopped at exit (one atexit handler for every session)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
         cpus = node.resources.total_dict().get("CPU", 1)
         self.pool.prestart(node, max(2, min(int(cpus), 8)))
         for spec in options.nodes or ():
             self.node_manager.add(spec)
         return {"address": self.address, "node_id": self.node_id.hex(),
-                "node_ip_address": self.head_ip}
+                "node_ip_address": self.head_ip, "metrics_export_port": self.metrics.port}
 
     def shutdown(self):
+        self._stop(grace=1.0)
+
+    def _at_exit(self):
+        """The driver's interpreter exits with the runtime started (Ray's atexit shutdown):
+        tasks and actor calls not finished get :data:`EXIT_GRACE_S` seconds, the runtime fully
+        working (a task may still submit and get), so what they print meanwhile is shown; then
+        every worker is stopped, a task that never ends killed with it. Runs in the main
+        thread, once, from ``atexit``."""
+        if not self._started:
+            return
+        unfinished = self.tasks.unfinished_returns() + self.actors.unfinished_returns()
+        if unfinished:
+            try:
+                self.objects.wait(unfinished, len(unfinished), EXIT_GRACE_S)
+            except errors.NotInitialized:  # shut down meanwhile (another thread)
+                pass
+        self._stop(grace=EXIT_KILL_AFTER_S)
+
+    def _stop(self, grace):
+        """Stop the runtime: workers get ``grace`` seconds to exit, then are killed."""
         if not self._started:
             return
         self._started = False
@@ -127,7 +159,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self._releases.close()
         self.timers.close()
         self.groups.close()
-        self.pool.shutdown()
+        self.pool.shutdown(grace)
         self.objects.close()  # every get/wait still blocked raises NotInitialized
         if self.arena is not None:
             serialization.set_allocator(None)
@@ -136,6 +168,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.actors.clear()
         self.streams.clear()
         self.envs.close()
+        self.metrics.close()
 
     def _check_started(self):
         if not self._started:
@@ -162,6 +195,9 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
             protocol.WaitReq: s.on_wait,
             protocol.QueryReq: s.on_query,
             protocol.StreamNextReq: s.on_stream_next,
+            protocol.MetricRecord: lambda w, m, b: self.metrics.record(
+                m.kind, m.name, m.description, m.tag_keys, m.boundaries, m.tags, m.value),
+            protocol.Relay: lambda w, m, b: relays.deliver(m.topic, msgspec.msgpack.decode(m.data)),
         }
 
     def _dispatch(self, worker, message, buffers):
@@ -249,7 +285,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def get(self, object_ids, timeout):
         self._check_started()
-        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True):
+        # An id the table does not hold (freed, forged) is never ready, as in Ray: GetTimeout.
+        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True, unknown_ready=False):
             raise errors.GetTimeout(timeout)
         values = []
         for data, is_error in self.objects.collect(object_ids):
@@ -261,8 +298,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def wait(self, object_ids, num_returns, timeout):
         self._check_started()
-        self.objects.wait(object_ids, num_returns, timeout)
-        flags = self.objects.ready_flags(object_ids)
+        self.objects.wait(object_ids, num_returns, timeout, unknown_ready=False)
+        flags = self.objects.ready_flags(object_ids, unknown_ready=False)
         ready, not_ready = [], []
         for oid, is_ready in zip(object_ids, flags):
             (ready if is_ready and len(ready) < num_returns else not_ready).append(oid)
@@ -286,10 +323,8 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
                 future.set_exception(exc)
 
         self._check_started()
-        if not self.objects.exists(object_id):
-            future.set_exception(errors.ObjectFreed(object_id))
-        else:
-            self.objects.when_ready([object_id], settle)
+        # An id the table does not hold never settles (Ray's future of such a ref never does).
+        self.objects.when_ready([object_id], settle, unknown_ready=False)
         return future
 
     def add_local_reference(self, object_id):
@@ -391,6 +426,10 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def exit_current_actor(self):
         raise RuntimeError("exit_actor() can only be called inside an actor")
+
+    def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
+        self._check_started()
+        self.metrics.record(kind, name, description, tag_keys, boundaries, tags, value)
 
     def object_store_stats(self):
         count, used = self.objects.stats()

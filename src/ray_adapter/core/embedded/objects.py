@@ -90,6 +90,7 @@ class ObjectTable(HoldersMixin):
         self._borrows = {}  # borrower (a worker handle) -> ids of the objects it holds
         self._drain = _Drain()
         self._closed = False
+        self._unfulfillable = set()  # waiters short of sealed objects even if all pending seal
         self._on_free_handles = on_free_handles or (lambda actor_ids: None)
 
     # -- creation ----------------------------------------------------------------------------
@@ -130,6 +131,8 @@ class ObjectTable(HoldersMixin):
                     if (waiter.remaining <= 0 or is_error and waiter.on_error) and not waiter.fired:
                         waiter.fired = True
                         fired.append(waiter.callback)
+                        if self._unfulfillable:
+                            self._unfulfillable.discard(waiter)
                 self._free_if_unused(object_id, entry)
         if fired:
             self._run(fired)
@@ -249,14 +252,18 @@ class ObjectTable(HoldersMixin):
         is sealed with an error, ``[(data, True)]`` of the first such in ``object_ids`` (Ray
         raises it without waiting for the others). Raises ObjectFreed for a missing one."""
         out = []
+        missing = None
         with self._lock:
             for oid in object_ids:
                 entry = self._objects.get(oid)
                 if entry is None:
-                    raise errors.ObjectFreed(oid)
-                if entry.is_error:
+                    missing = missing or oid  # an error later in the list is raised first
+                elif entry.is_error:
                     return [(entry.data, True)]
-                out.append((entry.data, False))
+                else:
+                    out.append((entry.data, False))
+        if missing is not None:
+            raise errors.ObjectFreed(missing)
         return out
 
     def values(self, object_ids):
@@ -279,18 +286,23 @@ class ObjectTable(HoldersMixin):
                     return entry.data
         return None
 
-    def ready_flags(self, object_ids):
-        """True per id that is sealed or gone (a freed object counts as ready, as in Ray)."""
+    def ready_flags(self, object_ids, unknown_ready=True):
+        """True per id that is sealed; an id the table does not hold (freed, or never
+        created) counts as ready, or, with ``unknown_ready=False``, never (Ray's rule for a
+        user's ref: see :meth:`when_ready`)."""
         with self._lock:
             objs = self._objects
-            return [oid not in objs or objs[oid].state is ObjectState.READY for oid in object_ids]
+            return [objs[oid].state is ObjectState.READY if oid in objs else unknown_ready
+                    for oid in object_ids]
 
     # -- waiting -----------------------------------------------------------------------------
-    def when_ready(self, object_ids, callback, needed=None, on_error=False):
+    def when_ready(self, object_ids, callback, needed=None, on_error=False, unknown_ready=True):
         """Call ``callback(True)`` once ``needed`` (default: all) of ``object_ids`` are sealed
         (at once, in this thread, if they are), or, ``on_error``, once one is sealed with an
-        error. Missing ids count as ready. Returns a token for :meth:`cancel_wait`; on shutdown
-        the callback gets ``False``."""
+        error. Ids the table does not hold count as ready, or, with ``unknown_ready=False``
+        (the ids of a user's refs: Ray's rule), are never ready: a ref rebuilt from the hex of
+        a freed object, or of an id never created, waits for ever as in Ray 2.60. Returns a
+        token for :meth:`cancel_wait`; on shutdown the callback gets ``False``."""
         with self._lock:
             closed = self._closed
             if closed:
@@ -299,8 +311,10 @@ class ObjectTable(HoldersMixin):
                 objs = self._objects
                 pending = [objs[oid] for oid in object_ids
                            if oid in objs and objs[oid].state is ObjectState.PENDING]
-                short = (len(object_ids) if needed is None else needed) - (len(object_ids) - len(pending))
-                fire = short <= 0 or on_error and len(pending) < len(object_ids) and any(
+                unknown = 0 if unknown_ready else sum(1 for oid in object_ids if oid not in objs)
+                sealed = len(object_ids) - len(pending) - unknown
+                short = (len(object_ids) if needed is None else needed) - sealed
+                fire = short <= 0 or on_error and sealed > 0 and any(
                     objs[oid].is_error for oid in object_ids if oid in objs)
                 waiter = None
                 if not fire:
@@ -311,6 +325,8 @@ class ObjectTable(HoldersMixin):
                             entry.waiters = [waiter]
                         else:
                             entry.waiters.append(waiter)
+                    if short > len(pending):  # only close() (or an error) can end it
+                        self._unfulfillable.add(waiter)
         if closed:
             callback(False)
         elif fire:
@@ -325,6 +341,7 @@ class ObjectTable(HoldersMixin):
             if waiter.fired:
                 return False
             waiter.fired = True
+            self._unfulfillable.discard(waiter)
             for entry in waiter.entries:
                 if entry.waiters:
                     try:
@@ -334,10 +351,10 @@ class ObjectTable(HoldersMixin):
             waiter.entries = ()
         return True
 
-    def wait(self, object_ids, needed, timeout, on_error=False):
+    def wait(self, object_ids, needed, timeout, on_error=False, unknown_ready=True):
         """Block the calling thread until ``needed`` of ``object_ids`` are sealed (``on_error``:
         or one is sealed with an error); True if so within ``timeout`` seconds (None: forever).
-        Raises NotInitialized on shutdown."""
+        ``unknown_ready`` as in :meth:`when_ready`. Raises NotInitialized on shutdown."""
         flush_posted()  # about to block: the work this waits for may still be queued here
         signal = _allocate_lock()  # held: released by the callback (cheaper than an Event)
         signal.acquire()
@@ -347,7 +364,7 @@ class ObjectTable(HoldersMixin):
             outcome.append(ok)
             signal.release()
 
-        waiter = self.when_ready(object_ids, done, needed, on_error)
+        waiter = self.when_ready(object_ids, done, needed, on_error, unknown_ready)
         if not outcome:
             if timeout is not None and timeout <= 0:
                 if self.cancel_wait(waiter):
@@ -375,6 +392,11 @@ class ObjectTable(HoldersMixin):
                         waiter.fired = True
                         callbacks.append(waiter.callback)
                 entry.waiters = None
+            for waiter in self._unfulfillable:
+                if not waiter.fired:
+                    waiter.fired = True
+                    callbacks.append(waiter.callback)
+            self._unfulfillable.clear()
             self._objects.clear()
             self._borrows.clear()
         for callback in callbacks:

@@ -19,7 +19,8 @@ Data flow::
                                                         ActorFailed, ActorExiting, RefUpdate,
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
-                                                        GetReq, WaitReq, QueryReq, StreamNextReq
+                                                        GetReq, WaitReq, QueryReq, StreamNextReq,
+                                                        MetricRecord, Relay
 
 Streaming generators: a call run with ``streaming`` sends one :class:`StreamItem` per yielded
 value, in order (an exception the generator raises is its last item, not ok), then its
@@ -37,7 +38,7 @@ import msgspec
 
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 5
+VERSION = 6
 
 
 class Payload(msgspec.Struct, array_like=True, gc=False):
@@ -341,9 +342,29 @@ class QueryReq(_Msg):
     args: Payload
 
 
+class MetricRecord(_Msg):
+    """One ``ray.util.metrics`` record made in a worker, for the driver's metrics endpoint
+    (fields as in :mod:`ray_adapter.core.metrics`). Posted, never answered."""
+
+    kind: str
+    name: str
+    description: str
+    tag_keys: List[str]
+    boundaries: List[float]
+    tags: Dict[str, str]
+    value: float
+
+
+class Relay(_Msg):
+    """``relay(topic, data)`` from a worker (see :mod:`ray_adapter.core.relays`). Posted."""
+
+    topic: str
+    data: msgspec.Raw
+
+
 ToDriver = Union[Hello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
                  FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq,
-                 QueryReq, StreamNextReq]
+                 QueryReq, StreamNextReq, MetricRecord, Relay]
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

@@ -383,6 +383,11 @@ class TaskManager(TaskPipelineMixin):
         if last and still_running:
             self.rt.scheduler.reclaim(grant)
 
+    def unfinished_returns(self):
+        """The return ids of every task not finished yet (a snapshot; exit grace)."""
+        with self._lock:
+            return [oid for record in self._tasks.values() for oid in record.return_ids]
+
     def clear(self):
         with self._lock:
             self._tasks.clear()

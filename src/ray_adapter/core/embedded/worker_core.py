@@ -23,6 +23,8 @@ import pickle
 import queue
 import threading
 
+import msgspec
+
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
@@ -114,6 +116,16 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
 
     def shutdown(self):
         return None
+
+    def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
+        """Posted to the driver, which exports it (no reply awaited)."""
+        self._worker.post(protocol.MetricRecord(kind, name, description, list(tag_keys),
+                                                [float(b) for b in boundaries or ()], dict(tags),
+                                                float(value)))
+
+    def relay(self, topic, data):
+        """Posted to the driver, whose process hands it to the topic's handler."""
+        self._worker.post(protocol.Relay(topic, msgspec.Raw(protocol.encode(data))))
 
     # -- objects -----------------------------------------------------------------------------
     def put(self, value):

@@ -31,6 +31,7 @@ from ray_adapter.core.yuanrong import shell, thread_env, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
 from ray_adapter.core.yuanrong.envs import EnvsMixin
+from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.holders import HoldersMixin
@@ -114,13 +115,17 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._releases = DeferredReleases(self._lock)
         if self.local_mode:  # the adapter grants what tasks and actors declare (yr does not)
             self._local = LocalResources(self._local_scheduler())
+        # What a wait on an id the backend does not hold waits on: failed at shutdown only.
+        self._never = concurrent.futures.Future()
+        self.metrics = MetricsExport(options.metrics_export_port)
         self._started = True
         _exit_grace.register(self)
         if self.local_mode:  # os._exit in a task or actor (a thread) says it ends the driver
             thread_exit.install()
             thread_env.install()  # each call reads its own CUDA_VISIBLE_DEVICES (in Python)
         address = self.address = "yr-local" if self.local_mode else self._server_address(options)
-        return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1"}
+        return {"address": address, "node_id": self.node_id.hex(), "node_ip_address": "127.0.0.1",
+                "metrics_export_port": self.metrics.port}
 
     @staticmethod
     def _server_address(options):
@@ -182,6 +187,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             self._started = False
             actors = [a for a in self._actors.values() if not a.dead]
             gone = errors.NotInitialized("ray.shutdown() was called while this call was waiting")
+            self._never.set_exception(gone)
             for obj in self._objects.values():  # wake every get/wait still blocked
                 if obj.future is not None and not obj.future.done():
                     try:
@@ -203,10 +209,18 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             self._local.close(gone)
         self._close_groups(gone)
         self._stop_job_env()
+        self.metrics.close()
         for actor in actors:
             self._terminate(actor)
         if self._owns_yr:
             self.yr.finalize()
+
+    def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
+        """Recorded in the driver's endpoint: by the driver, and by tasks and actors of yr's
+        local mode (threads of the driver); on a cluster, records made in remote yr workers
+        stay there (matrix: ray.util.metrics)."""
+        self._check_started()
+        self.metrics.record(kind, name, description, tag_keys, boundaries, tags, value)
 
     # ================================================================== tasks
     def _pack_args(self, args, kwargs):

@@ -122,10 +122,12 @@ class ObjectsMixin:
         return grant
 
     def get(self, object_ids, timeout):
+        """Values of ``object_ids``; an id the backend does not hold (freed, made up) is never
+        ready, as in Ray: GetTimeout after ``timeout``, without one a wait until shutdown."""
         timeout = wait_seconds(timeout)
         with self._lock:
-            objs = [self._obj(oid) for oid in object_ids]
-        futures = [self._future(o) for o in objs]
+            objs = [self._objects.get(oid) for oid in object_ids]
+        futures = [self._future(o) if o is not None else self._never for o in objs]
         lent = self._lend_while_blocked(futures) if timeout is None or timeout > 0 else None
         try:
             return self._get(objs, futures, timeout)
@@ -155,20 +157,22 @@ class ObjectsMixin:
                 raise errors.GetTimeout(timeout) from None
             if failed:  # raise the first failed one in list order (the rest may still be
                 for obj in objs:  # running: _value would wait for them)
-                    if obj.future.done() and _failed(obj.future):
+                    if obj is not None and obj.future.done() and _failed(obj.future):
                         self._value(obj)
+        if self._never.done():  # shut down while waiting for an unknown id
+            raise self._never.exception()
         return [self._value(o) for o in objs]
 
     def wait(self, object_ids, num_returns, timeout):
         with self._lock:
             futures = {}
-            for oid in object_ids:
+            for oid in object_ids:  # an unknown id (freed, made up) is never ready, as in Ray
                 obj = self._objects.get(oid)
-                futures[oid] = self._future(obj) if obj is not None else None
+                futures[oid] = self._future(obj) if obj is not None else self._never
         # concurrent.futures.wait installs its waiter on each future and removes it when it
         # returns, so polling wait(timeout=0) leaves nothing behind on long-pending futures.
-        pending = {f for f in futures.values() if f is not None and not f.done()}
-        done_count = len(futures) - len(pending)
+        pending = {f for f in futures.values() if not f.done()}  # _never counted once
+        done_count = sum(1 for f in futures.values() if f.done())
         lent = None
         if done_count < num_returns and pending and (timeout is None or timeout > 0):
             lent = self._lend_while_blocked(pending)
@@ -177,9 +181,11 @@ class ObjectsMixin:
         finally:
             if lent is not None:
                 self._local.reclaim(lent)
+        if self._never.done():  # shut down while waiting for an unknown id
+            raise self._never.exception()
         ready, not_ready = [], []
         for oid, f in futures.items():
-            if (f is None or f.done()) and len(ready) < num_returns:
+            if f.done() and len(ready) < num_returns:
                 ready.append(oid)
             else:
                 not_ready.append(oid)
@@ -200,12 +206,15 @@ class ObjectsMixin:
 
     def object_future(self, object_id):
         with self._lock:
-            obj = self._obj(object_id)
-        source = self._future(obj)
+            obj = self._objects.get(object_id)
+        # An unknown id never settles (as Ray's future of such a ref); shutdown fails it.
+        source = self._future(obj) if obj is not None else self._never
         future = concurrent.futures.Future()
 
         def settle(_done):
             try:
+                if obj is None:
+                    raise source.exception()
                 future.set_result(self._value(obj))
             except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
                 future.set_exception(exc)

@@ -10,6 +10,7 @@ import threading
 from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
 from ray_adapter.core import InitOptions, ids
+from ray_adapter.core import relays as _relays
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import context_if_started, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
@@ -112,13 +113,14 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             namespace=namespace, runtime_env=_job_env(runtime_env),
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
             address=None if address in (None, "local", "auto") else address,
-            labels=dict(labels or {}))
+            labels=dict(labels or {}), metrics_export_port=_metrics_port_option(kwargs))
         if cluster is not None:
             head, opts.nodes = cluster
             opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
             opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
             opts.resources, opts.labels = dict(head.resources), dict(head.labels)
         _, info = _core.start(opts)
+        _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
         address_info = {
             "node_ip_address": info.get("node_ip_address", "127.0.0.1"),
             "redis_address": None,
@@ -126,7 +128,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             "raylet_socket_name": "",
             "webui_url": "",
             "session_dir": "",
-            "metrics_export_port": -1,
+            "metrics_export_port": info.get("metrics_export_port", -1),
             "gcs_address": info.get("address", ""),
             "address": info.get("address", ""),
             "dashboard_agent_listen_port": -1,
@@ -134,6 +136,22 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _tqdm_state(state):
+    """A tqdm_ray bar's state relayed by a worker (the module is loaded on the first)."""
+    from ray_adapter.ray.experimental import tqdm_ray
+
+    tqdm_ray._from_worker(state)
+
+
+def _metrics_port_option(kwargs):
+    """``_metrics_export_port``: the loopback port application metrics are served at (Ray's
+    metrics export port; None: a free one, reported by ``ray.nodes()``)."""
+    port = kwargs.get("_metrics_export_port")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536):
+        raise ValueError(f"_metrics_export_port must be a port number, got {port!r}")
+    return port
 
 
 def _cluster_nodes(address, num_cpus, num_gpus):
@@ -214,7 +232,15 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     in seconds (None or negative: wait forever; 0: do not wait). Raises ``GetTimeoutError``
     (also a ``TimeoutError``) when not ready in time, the task's ``RayTaskError`` (also an
     instance of the user's exception class) when it raised, ``RayActorError``/``ActorDiedError``
-    for a dead actor, ``TaskCancelledError``, ``WorkerCrashedError`` and ``ObjectLostError``."""
+    for a dead actor, ``TaskCancelledError``, ``WorkerCrashedError`` and ``ObjectLostError``.
+
+    Unknown objects, as in Ray 2.60: a ref whose object the runtime does not hold (rebuilt with
+    ``ray.ObjectRef(bytes.fromhex(h))`` after the object was freed, or a made-up id) is never
+    ready: ``GetTimeoutError`` after ``timeout``, and without one the call waits for ever (until
+    ``ray.shutdown()``). A ref made in an earlier session (before ``ray.shutdown()``) raises
+    ``ValueError`` ('You are trying to access Ray objects whose owner is unknown...'). In a
+    task or actor of the embedded backend an unknown object raises ``ObjectFreedError`` at once
+    instead (compat matrix)."""
     if type(object_refs) is not ObjectRef and _is_generator(object_refs):
         return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     try:
@@ -232,6 +258,9 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     if timeout is not None and timeout < 0:
         timeout = None  # as Ray: a negative timeout waits for ever
     core = _ensure_core()
+    stale = [r for r in refs if r._core is not None and r._core is not core]
+    if stale:
+        raise ValueError(_UNKNOWN_OWNER_GET + "".join(f"{r.hex()}, " for r in stale) + "].")
     with translated:
         values = core.get([r._id for r in refs], timeout)
     return values[0] if single else values
@@ -256,6 +285,15 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     Returns once ``num_returns`` refs are ready or ``timeout`` seconds passed; an
     ObjectRefGenerator is ready once its next ref is (or its stream ended). Raises
     ``TypeError`` for a single ref or non-refs, ``ValueError`` for duplicates or a bad count.
+    ``fetch_local`` changes nothing here (every object is local to this machine).
+
+    Unknown objects, as in Ray 2.60: a ref whose object the runtime does not hold (rebuilt
+    from the hex of a freed object, or a made-up id) is never ready: it stays in ``not_ready``
+    (the call returns after ``timeout``; without one, only once ``num_returns`` other refs
+    are ready). A ref made in an earlier session raises ``ValueError`` ('An application is
+    trying to access a Ray object whose owner is unknown(...)') unless the other refs are
+    ready enough at once. In a task or actor of the embedded backend an unknown object counts
+    as ready instead (compat matrix).
     """
     if isinstance(ray_waitables, ObjectRef) or _is_generator(ray_waitables):
         raise TypeError(
@@ -282,13 +320,51 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         raise ValueError("num_returns cannot be greater than the number of ray_waitables "
                          "provided to ray.wait.")
     core = _ensure_core()
-    by_id = {}
+    by_id, ended = {}, set()
     with translated:
         for r in ray_waitables:
-            # A generator waits on the entry of its next item (ready once it exists or ends).
-            by_id[core.stream_peek(r._generator_ref._id)[0] if _is_generator(r) else r._id] = r
-        ready, not_ready = core.wait(list(by_id), num_returns, timeout)
-    return [by_id[i] for i in ready], [by_id[i] for i in not_ready]
+            if _is_generator(r):
+                # A generator waits on the entry of its next item (ready once it exists);
+                # one whose stream ended with every item taken is ready as it is.
+                peek, finished = core.stream_peek(r._generator_ref._id)
+                if finished:
+                    ended.add(r)
+                else:
+                    by_id[peek] = r
+            else:
+                by_id[r._id] = r
+        stale = [r for r in by_id.values() if type(r) is ObjectRef and r._core is not None
+                 and r._core is not core]
+        needed = num_returns - len(ended)
+        if by_id and (needed > 0 or stale):
+            # As Ray: a ref of an earlier session fails the wait unless the others answer it.
+            found, _ = core.wait(list(by_id), max(1, min(needed, len(by_id))), 0 if stale else timeout)
+            if stale and len(found) < needed:
+                raise ValueError(_UNKNOWN_OWNER_WAIT.format(stale[0].hex()))
+        elif by_id:
+            found, _ = core.wait(list(by_id), 1, 0)
+        else:
+            found = []
+    found = {by_id[i] for i in found}
+    ready, not_ready = [], []
+    for r in ray_waitables:  # in input order, at most num_returns ready
+        (ready if (r in ended or r in found) and len(ready) < num_returns else not_ready).append(r)
+    return ready, not_ready
+
+
+# Ray 2.60's errors for an ObjectRef made in an earlier session (before ray.shutdown()): its
+# owner is gone. A ref of this session whose object is unknown (freed, or an id made up) is
+# never ready instead (see ``wait``).
+_UNKNOWN_OWNER_NOTE = (
+    "Please make sure that all Ray objects you are trying to access are part of the current Ray "
+    "session. Note that object IDs generated randomly (ObjectID.from_random()) or out-of-band "
+    "(ObjectID.from_binary(...)) cannot be passed as a task argument because Ray does not know "
+    "which task created them. If this was not how your object ID was generated, please file an "
+    "issue at https://github.com/ray-project/ray/issues/")
+_UNKNOWN_OWNER_WAIT = ("An application is trying to access a Ray object whose owner is unknown({} "
+                       "). " + _UNKNOWN_OWNER_NOTE.replace("{", "{{").replace("}", "}}"))
+_UNKNOWN_OWNER_GET = ("You are trying to access Ray objects whose owner is unknown. "
+                      + _UNKNOWN_OWNER_NOTE + ". Owners not found for objects [")
 
 
 def _is_generator(value):
@@ -367,7 +443,8 @@ def nodes():
             "ObjectManagerPort": 0,
             "ObjectStoreSocketName": "",
             "RayletSocketName": "",
-            "MetricsExportPort": -1,
+            "MetricsExportPort": _context.address_info.get("metrics_export_port", -1)
+            if _context is not None else -1,  # one endpoint per machine: every node's
             "MetricsAgentPort": -1,
             "DashboardAgentListenPort": -1,
             "NodeName": n["address"],

@@ -1,0 +1,175 @@
+"""Application metrics (what ``ray.util.metrics`` records) gathered in the driver and served in
+Prometheus' text exposition format over HTTP on the loopback interface.
+
+Ray 2.60 serves each node's metrics at its metrics export port (``ray.init(_metrics_export_port=
+N)``, ``ray.nodes()[i]["MetricsExportPort"]``), names each metric ``ray_<name>`` and labels its
+series with ``Component`` and ``Version`` besides the user's tags. The adapter runs one node per
+machine, so one endpoint, in the driver, holds every value recorded by the driver, its tasks and
+its actors: counters are summed, a gauge keeps the last value set (whoever set it), a histogram
+counts observations per bucket. Scrape ``http://127.0.0.1:<port>/metrics``.
+
+A record is ``(kind, name, description, tag_keys, boundaries, tags, value)``: ``kind`` is
+"counter", "gauge" or "histogram"; ``tags`` maps every tag key to a string (checked by the
+caller, as Ray's ``Metric`` does); ``boundaries`` are a histogram's bucket upper bounds.
+
+Thread-safety: :class:`MetricsExport` keeps its series in ``_series``, guarded by ``_lock``, a
+leaf lock (records come from user threads and worker reader threads; a scrape's handler thread
+copies the series under it and builds the text outside it). One thread accepts scrapes; it
+owns the listening socket until :meth:`MetricsExport.close` sets ``_stopping`` and wakes it
+with a connection of its own.
+"""
+import socket
+import sys
+import threading
+
+from ray_adapter.core.threads import start_daemon
+
+#: The ``Version`` label of every series (Ray's: the Ray version it mirrors).
+RAY_VERSION = "2.60.0"
+#: The ``Component`` label (Ray's for metrics recorded by drivers and workers).
+COMPONENT = "core_worker"
+_FIXED_LABELS = ("Component", "Version")
+
+
+class _Family:
+    __slots__ = ("kind", "description", "tag_keys", "boundaries", "values")
+
+    def __init__(self, kind, description, tag_keys, boundaries):
+        self.kind = kind
+        self.description = description
+        self.tag_keys = tuple(tag_keys)
+        self.boundaries = tuple(boundaries or ())
+        self.values = {}  # tag values (in tag_keys order) -> float, or [bucket counts, sum]
+
+
+class MetricsExport:
+    """Every application metric of the runtime, served at ``http://127.0.0.1:<port>/metrics``
+    (``port``: the one asked for, or a free one when None or 0; see :attr:`port`)."""
+
+    def __init__(self, port=None):
+        self._lock = threading.Lock()
+        self._series = {}  # metric name -> _Family
+        self._warned = set()
+        self._server = None
+        self.port = -1
+        self._serve(port)
+
+    # -- recording (any thread) --------------------------------------------------------------
+    def record(self, kind, name, description, tag_keys, boundaries, tags, value):
+        """Add one record (see the module docstring). A name first defined with another kind,
+        other tag keys or other boundaries keeps its first definition; the record is dropped
+        with one warning on stderr (Ray's agent keeps the first definition too)."""
+        key = tuple(str(tags.get(k, "")) for k in tag_keys)
+        value = float(value)
+        warn = False
+        with self._lock:
+            family = self._series.get(name)
+            if family is None:
+                family = self._series[name] = _Family(kind, description, tag_keys, boundaries)
+            elif (family.kind, family.tag_keys, family.boundaries) != (kind, tuple(tag_keys),
+                                                                       tuple(boundaries or ())):
+                warn = name not in self._warned
+                self._warned.add(name)
+                family = None
+            if family is not None:
+                if kind == "counter":
+                    family.values[key] = family.values.get(key, 0.0) + value
+                elif kind == "gauge":
+                    family.values[key] = value
+                else:
+                    counts = family.values.get(key)
+                    if counts is None:
+                        counts = family.values[key] = [[0] * (len(family.boundaries) + 1), 0.0]
+                    index = next((i for i, b in enumerate(family.boundaries) if value <= b),
+                                 len(family.boundaries))
+                    counts[0][index] += 1
+                    counts[1] += value
+                return
+        if warn:
+            sys.stderr.write(f"ray-adapter: warning: metric {name!r} was defined before with "
+                             "another type, tag keys or boundaries; these records are dropped.\n")
+
+    # -- export ------------------------------------------------------------------------------
+    def collect(self):
+        """prometheus_client's Collector protocol: one metric family per metric."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        with self._lock:
+            snapshot = [(name, f.kind, f.description, f.tag_keys, f.boundaries,
+                         [(k, list(v[0]) + [v[1]] if isinstance(v, list) else v)
+                          for k, v in f.values.items()])
+                        for name, f in self._series.items()]
+        for name, kind, description, tag_keys, boundaries, values in snapshot:
+            labels = list(_FIXED_LABELS) + list(tag_keys)
+            full = "ray_" + name
+            if kind == "counter":
+                family = CounterMetricFamily(full, description, labels=labels)
+            elif kind == "gauge":
+                family = GaugeMetricFamily(full, description, labels=labels)
+            else:
+                family = HistogramMetricFamily(full, description, labels=labels)
+            for key, value in values:
+                label_values = [COMPONENT, RAY_VERSION, *key]
+                if kind == "histogram":
+                    counts, total = value[:-1], value[-1]
+                    cumulative, buckets = 0, []
+                    for bound, count in zip(list(boundaries) + [float("inf")], counts):
+                        cumulative += count
+                        buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)),
+                                        cumulative))
+                    family.add_metric(label_values, buckets, total)
+                else:
+                    family.add_metric(label_values, value)
+            yield family
+
+    def text(self):
+        """The exposition text a scrape gets (bytes)."""
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return generate_latest(registry)
+
+    def _serve(self, port):
+        """Listen on ``127.0.0.1:port`` (0/None: a free port) and serve scrapes from one
+        thread, which :meth:`close` wakes and ends (no polling)."""
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+        from prometheus_client import CollectorRegistry, make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer
+
+        class QuietHandler(WSGIRequestHandler):
+            def log_message(self, *args):  # no access log on the driver's stderr
+                pass
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        try:
+            server = make_server("127.0.0.1", port or 0, make_wsgi_app(registry),
+                                 ThreadingWSGIServer, handler_class=QuietHandler)
+        except OSError as exc:  # the port is taken: the runtime works, without an endpoint
+            sys.stderr.write(f"ray-adapter: warning: metrics are not exported: cannot listen on "
+                             f"127.0.0.1:{port}: {exc}\n")
+            return
+        server.daemon_threads = True
+        self._server = server
+        self.port = server.server_port
+        self._stopping = False
+        self._thread = start_daemon(self._serve_loop, "ray-adapter-metrics", (server,))
+
+    def _serve_loop(self, server):
+        while not self._stopping:
+            server.handle_request()  # blocks until a connection (timeout None)
+
+    def close(self):
+        """Stop serving and free the port (the values are dropped with this object)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping = True
+        try:  # wake the serving thread: it sees _stopping once this connection is handled
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+        except OSError:
+            pass
+        self._thread.join(10)
+        server.server_close()
