@@ -168,6 +168,18 @@ def construct(cls, args, kwargs, run_coroutine):
     return cls(*args, **kwargs)
 
 
+async def construct_async(cls, args, kwargs):
+    """A new instance of ``cls``, made on the running loop (an async actor's constructor, as
+    in Ray: a sync ``__init__`` sees the loop running, an ``async def __init__`` is awaited)."""
+    if inspect.iscoroutinefunction(getattr(cls, "__init__", None)):
+        instance = cls.__new__(cls)
+        result = await instance.__init__(*args, **kwargs)
+        if result is not None:
+            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
+        return instance
+    return cls(*args, **kwargs)
+
+
 def _ray_ready(self):
     return True
 
