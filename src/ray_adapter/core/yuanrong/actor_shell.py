@@ -179,7 +179,7 @@ class ActorShell:
         if streaming:
             return stream_items(task_id, name, result, lambda: Box(False, errors.TaskCancelled(task_id)),
                                 self.class_name)
-        box = result_box(result, num_returns, inspect.isgeneratorfunction(method))
+        box = result_box(result, num_returns, inspect.isgeneratorfunction(method), name, self.class_name)
         if cancel_requested(task_id):  # cancelled while it ran: reported so, as in Ray
             return Box(False, errors.TaskCancelled(task_id))
         return box
@@ -216,7 +216,7 @@ async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, cl
                                 class_name)
         if inspect.iscoroutine(value):  # not any awaitable: an ObjectRef is one
             value = await value
-        return result_box(value, num_returns, inspect.isgeneratorfunction(method))
+        return result_box(value, num_returns, inspect.isgeneratorfunction(method), name, class_name)
 
     async with semaphore:
         return await run()
