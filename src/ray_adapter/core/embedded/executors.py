@@ -72,7 +72,6 @@ class ActorHost:
     def create(self, message, buffers):
         w = self.worker
         w.actor_id, w.actor_name, w.actor_class_name = message.actor_id, message.name, message.class_name
-        w.actor_handle_meta = pickle.loads(message.handle_meta)
         w.runtime_env = pickle.loads(message.runtime_env)
         w.restart_count = message.restart_count
         w.assigned_resources, w.gpu_ids = message.resources, message.gpu_ids
@@ -81,6 +80,8 @@ class ActorHost:
         token = current_call.set((None, name, message.actor_id))
         try:
             cls = w.load(message.key)
+            # (cloudpickled: method options may name classes of the driver's __main__)
+            w.actor_handle_meta = pickle.loads(message.handle_meta)
             args, kwargs = resolve_args(message.args, message.deps, buffers)
             if self.loops is None:
                 self.instance = construct(cls, args, kwargs, asyncio.run)
