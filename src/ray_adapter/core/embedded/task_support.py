@@ -2,7 +2,6 @@
 the wire form of a grant's placement (``protocol.Assignment``), errors of work the scheduler can
 never place, and Ray's ``(raylet)`` notices on the driver's stderr. Stateless: safe anywhere."""
 import os
-import pickle
 import sys
 
 from ray_adapter.core import errors, serialization
