@@ -424,6 +424,25 @@ def test_actor_pool_ordered_after_unordered(ray):
     assert pool.get_next() == 40
 
 
+def test_actor_pool_unordered_timeout_ignoring_drops_the_oldest_call(ray):
+    # Ray 2.60 raises UnboundLocalError here (a bug); later Ray drops the oldest pending call
+    # and frees its actor, which is what the adapter does.
+    @ray.remote
+    class Slow:
+        def wait(self, s):
+            time.sleep(s)
+            return s
+
+    pool = ray.util.ActorPool([Slow.remote()])
+    pool.submit(lambda a, v: a.wait.remote(v), 5)
+    with pytest.raises(TimeoutError, match=r"^Timed out waiting for result\. The task ObjectRef\(\w+\) "
+                                           r"has been ignored\.$"):
+        pool.get_next_unordered(timeout=0.1, ignore_if_timedout=True)
+    assert not pool.has_next() and pool.has_free()
+    pool.submit(lambda a, v: a.wait.remote(v), 0)
+    assert pool.get_next_unordered(timeout=30) == 0
+
+
 def test_unknown_actor_method_option_raises_type_error_at_remote(ray):
     @ray.remote
     class A:

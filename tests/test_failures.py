@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import process_alive, run_code
+from conftest import process_alive, run_code, run_python
 
 
 def _wait_gone(pids, timeout=10):
@@ -280,3 +280,96 @@ def test_worker_output_is_forwarded_with_prefix():
     assert any(l.startswith("(Greeter pid=") and l.endswith(") hi from actor") for l in lines), lines
     quiet = run_code(code.replace("ray.init(num_cpus=1)", "ray.init(num_cpus=1, log_to_driver=False)"))
     assert quiet.stdout == ""
+
+
+_RETRY_MAIN = '''
+import ray
+ray.init(num_cpus=1)
+
+
+class UserError(Exception):
+    pass
+
+
+class Other(Exception):
+    pass
+
+
+@ray.remote
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def hit(self):
+        self.n += 1
+        return self.n
+
+
+@ray.remote(max_retries=2, retry_exceptions=[UserError])
+def flaky(counter, fail_times, exc_name):
+    n = ray.get(counter.hit.remote())
+    if n <= fail_times:
+        raise {"UserError": UserError, "Other": Other}[exc_name](f"attempt {n}")
+    return f"ok after {n}"
+
+
+for fail_times, exc in ((1, "UserError"), (5, "UserError"), (1, "Other")):
+    c = Counter.remote()
+    try:
+        print(fail_times, exc, ray.get(flaky.remote(c, fail_times, exc)))
+    except ray.exceptions.RayTaskError as e:
+        print(fail_times, exc, type(e).__name__, isinstance(e, UserError), isinstance(e, Other),
+              str(e).splitlines()[-1])
+    print("attempts", ray.get(c.hit.remote()) - 1)
+
+
+@ray.remote(max_task_retries=2)
+class A:
+    def __init__(self):
+        self.n = 0
+
+    @ray.method(retry_exceptions=[UserError])
+    def m(self, fail_times):
+        self.n += 1
+        if self.n <= fail_times:
+            raise UserError(f"call {self.n}")
+        return f"ok after {self.n}"
+
+
+for fail_times in (1, 5):
+    a = A.remote()
+    try:
+        print("actor", fail_times, ray.get(a.m.remote(fail_times)))
+    except ray.exceptions.RayTaskError as e:
+        print("actor", fail_times, type(e).__name__, isinstance(e, UserError), str(e).splitlines()[-1])
+'''
+
+# Ray 2.60's stdout for _RETRY_MAIN (without its '(raylet) Task ... failed' retry notices).
+_RETRY_MAIN_RAY = """\
+1 UserError ok after 2
+attempts 2
+5 UserError RayTaskError(UserError) True False UserError: attempt 3
+attempts 3
+1 Other RayTaskError(Other) False True Other: attempt 1
+attempts 1
+actor 1 ok after 2
+actor 5 RayTaskError(UserError) True UserError: call 3
+"""
+
+
+@pytest.mark.parametrize("runtime", ["embedded", "yr-local"])
+def test_retry_exceptions_naming_a_class_of_the_main_script(tmp_path, runtime):
+    # retry_exceptions=[UserError] (tasks, and @ray.method on an actor) with UserError defined
+    # in the script run as __main__: retried while the exception matches, then
+    # RayTaskError(UserError), as in Ray. The workers crashed (exit 1) unpickling the class.
+    from conftest import _yr_available
+
+    if runtime == "yr-local" and not _yr_available():
+        pytest.skip("yr-local: the openYuanrong SDK is not installed")
+    script = tmp_path / "retry_main.py"
+    script.write_text(_RETRY_MAIN)
+    result = run_python([str(script)], env={"RAY_ADAPTER_RUNTIME": runtime}, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == _RETRY_MAIN_RAY
+    if runtime == "embedded":  # (the yuanrong backend prints no retry notices)
+        assert "Task flaky failed. There are 2 retries remaining" in result.stderr

@@ -183,4 +183,58 @@ except ray.exceptions.TaskCancelledError as e:
     show("cancelled call raises", type(e).__name__)
 show("the method saw is_canceled()", ray.get(loop.saw_cancel.remote()))
 
+
+# --- each concurrency group of an async actor has its own event loop and thread ----------------
+@ray.remote(concurrency_groups={"io": 2, "compute": 1})
+class Loops:
+    def __init__(self):
+        try:
+            asyncio.get_running_loop()
+            self.init_saw = "a running loop"
+        except RuntimeError:
+            self.init_saw = "no running loop"
+
+    def init_info(self):
+        return self.init_saw
+
+    @ray.method(concurrency_group="io")
+    async def block_io(self, seconds):
+        time.sleep(seconds)  # blocks the io group's loop
+        return "io unblocked"
+
+    async def block_default(self, seconds):
+        time.sleep(seconds)  # blocks the default group's loop
+        return "default unblocked"
+
+    @ray.method(concurrency_group="compute")
+    async def where_compute(self):
+        return threading.current_thread().name, id(asyncio.get_running_loop())
+
+    @ray.method(concurrency_group="io")
+    async def where_io(self):
+        return threading.current_thread().name, id(asyncio.get_running_loop())
+
+    async def where_default(self):
+        return threading.current_thread().name, id(asyncio.get_running_loop())
+
+    def where_sync(self):
+        return threading.current_thread().name
+
+
+loops = Loops.remote()
+places = ray.get([loops.where_compute.remote(), loops.where_io.remote(), loops.where_default.remote(),
+                  loops.where_default.options(concurrency_group="compute").remote()])
+show("async group threads", [name for name, _ in places])
+show("distinct loops", len({loop for _, loop in places}))
+show("sync __init__ of an async actor sees", ray.get(loops.init_info.remote()))
+show("sync method of an async actor runs on", ray.get(loops.where_sync.remote()))
+blocked = loops.block_io.remote(4)
+ready, _ = ray.wait([loops.where_compute.remote(), loops.where_default.remote()], num_returns=2, timeout=3)
+show("compute and default answer while io is blocked", len(ready) == 2)
+show("the blocked call", ray.get(blocked))
+blocked = loops.block_default.remote(4)
+ready, _ = ray.wait([loops.where_io.remote(), loops.where_compute.remote()], num_returns=2, timeout=3)
+show("io and compute answer while default is blocked", len(ready) == 2)
+show("the blocked call", ray.get(blocked))
+
 ray.shutdown()

@@ -47,24 +47,48 @@ def task_failure(exc, name, actor_repr=None):
                              cause_repr=repr(exc))
 
 
+class GeneratorFailed(Exception):
+    """Raised by :func:`split_returns` when the generator of a generator function (an integer
+    ``num_returns``) gave fewer than ``num_returns`` values: ``values`` are those it gave (the
+    first returns, as in Ray), ``error`` fails the remaining returns: the exception the
+    generator raised (``raised``: True) or the count's ``ValueError``. Ray does not retry such
+    a task (its error comes while the returns are stored, not from the call)."""
+
+    def __init__(self, values, error, raised):
+        super().__init__(values, error, raised)
+        self.values, self.error, self.raised = values, error, raised
+
+
 def split_returns(result, num_returns, generator_function=False):
     """``(result,)`` for one return, else the ``num_returns`` values of ``result``. As Ray:
     ``TypeError`` for a result without a length, ``ValueError`` when the count differs. The
     generator of a generator function (called with an integer ``num_returns``) gives its
-    first ``num_returns`` values."""
+    first ``num_returns`` values (it is asked for one more: one more value, or an exception
+    once all the returns exist, is reported on stderr, as Ray's "Unhandled error", and
+    dropped); giving fewer raises :class:`GeneratorFailed`."""
     if generator_function and inspect.isgenerator(result):
-        # A generator function with an integer num_returns: its first values are the returns.
         values = []
-        for value in result:
-            if len(values) == num_returns:
-                result.close()
-                _stderr(f"Task returned more than num_returns={num_returns} objects; the "
-                        "values after the first ones are dropped.")
-                break
-            values.append(value)
-        result = values
-    elif num_returns == 1:
+        try:
+            for value in result:
+                if len(values) == num_returns:
+                    result.close()
+                    _stderr(f"Unhandled error: Task returned more than num_returns={num_returns} "
+                            "objects; the values after the first ones are dropped.")
+                    break
+                values.append(value)
+        except Exception as exc:  # noqa: BLE001 - the generator's own exception
+            if len(values) < num_returns:
+                raise GeneratorFailed(values, exc, True) from None
+            _stderr(f"Unhandled error: Task threw exception, but all {num_returns} return values "
+                    f"already created: {type(exc).__name__}: {exc}")
+        if len(values) != num_returns:
+            raise GeneratorFailed(values, ValueError(
+                f"Task returned {len(values)} objects, but num_returns={num_returns}."), False)
+        return tuple(values)
+    if num_returns == 1:
         return (result,)
+    if inspect.isasyncgen(result):
+        raise TypeError(f"'{type(result).__name__}' object is not iterable")  # as Ray says it
     count = len(result)  # TypeError ("object of type 'int' has no len()"), as in Ray
     if count != num_returns:
         raise ValueError(f"Task returned {count} objects, but num_returns={num_returns}.")
@@ -166,6 +190,18 @@ def construct(cls, args, kwargs, run_coroutine):
     if inspect.iscoroutinefunction(getattr(cls, "__init__", None)):
         instance = cls.__new__(cls)
         result = run_coroutine(instance.__init__(*args, **kwargs))
+        if result is not None:
+            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
+        return instance
+    return cls(*args, **kwargs)
+
+
+async def construct_async(cls, args, kwargs):
+    """A new instance of ``cls``, made on the running loop (an async actor's constructor, as
+    in Ray: a sync ``__init__`` sees the loop running, an ``async def __init__`` is awaited)."""
+    if inspect.iscoroutinefunction(getattr(cls, "__init__", None)):
+        instance = cls.__new__(cls)
+        result = await instance.__init__(*args, **kwargs)
         if result is not None:
             raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
         return instance

@@ -6,7 +6,9 @@ import collections
 import enum
 import pickle
 
+from ray_adapter.core import serialization
 from ray_adapter.core.embedded.resources import to_units
+from ray_adapter.core.embedded.task_support import retry_blob
 from ray_adapter.core.interface import ActorInfo
 
 
@@ -40,7 +42,8 @@ class ActorRecord:
         self.num_restarts = 0
         self.death = None
         self.kill_restart = False  # the next process exit is ray.kill(no_restart=False)
-        self.meta_blob = pickle.dumps(options.handle_meta)
+        # cloudpickle: method options (retry_exceptions) may name classes of the driver's __main__
+        self.meta_blob = serialization.dumps_plain(options.handle_meta)
         self.env_blob = pickle.dumps(options.runtime_env or {})
         self.scope = None
         self.unfinished = {}  # caller (a worker handle; None: the driver) -> its unfinished calls
@@ -79,8 +82,3 @@ class CallRecord:
         self.cancel_requested = False  # a cancel was sent to the worker running it
 
 
-def retry_blob(spec):
-    """``retry_exceptions`` as it travels to the worker: pickled, or b"" for none."""
-    if not spec:
-        return b""
-    return pickle.dumps(tuple(spec) if isinstance(spec, list) else spec)

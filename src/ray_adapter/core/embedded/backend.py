@@ -242,12 +242,15 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
     def seal_results(self, return_ids, datas, is_error):
         """Store a finished task's or call's results: ``datas`` has one value per return id
         (one error, or too few values, fills the rest with its last); the handles inside are
-        adopted first."""
+        adopted first. ``is_error``: the last of ``datas`` is an error (the others, the first
+        values a generator gave, are values)."""
         n = len(return_ids)
+        values = len(datas) - 1 if is_error else n
         if len(datas) < n:
             datas = list(datas) + [datas[-1]] * (n - len(datas))
         self.adopt_contained(datas)
-        self.objects.seal_many([(oid, data, is_error) for oid, data in zip(return_ids, datas)])
+        self.objects.seal_many([(oid, data, i >= values)
+                                for i, (oid, data) in enumerate(zip(return_ids, datas))])
 
     def warn_infeasible(self, name, request):
         key = tuple(sorted(request.items()))

@@ -4,10 +4,15 @@
 the actor's loop) and the calls of a plain synchronous actor run in the worker's main thread, in
 order. A threaded actor (``max_concurrency > 1``, or one with concurrency groups) runs calls on
 one thread pool per concurrency group, as many threads as the group allows (the default group:
-``max_concurrency``, default 1); an async actor on one event loop thread, at most as many calls
-at once per group as its semaphore allows (default group: ``max_concurrency``, default 1000).
-Calls of concurrent actors wait until the constructor has finished. Asyncio primitives are made
-on the loop's own thread (Python 3.9 binds them to the loop current where they are created).
+``max_concurrency``, default 1). An async actor, as in Ray, has one event loop per concurrency
+group, each on a thread of its own named ``AsyncIO Thread: <group>`` (the default group's:
+``AsyncIO Thread: default``), so a call that blocks its group's loop (``time.sleep`` in an
+``async def``, or a sync method) does not hold up the other groups; at most as many calls of a
+group run at once as its semaphore allows (default group: ``max_concurrency``, default 1000). The
+constructor of an async actor runs on the default group's loop (a sync ``__init__`` too: it
+sees a running loop, as in Ray). Calls of concurrent actors wait until the constructor has
+finished. Asyncio primitives are made on their loop's own thread (Python 3.9 binds them to the
+loop current where they are created).
 
 Cancelling a running call of a sync or threaded actor does not interrupt it, as in Ray: the
 call sees ``is_canceled()`` turn true (a streaming call stops at its next item) and is answered
@@ -29,8 +34,8 @@ from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flu
                                                 from_generator_function, loads_plain, pack_error,
                                                 pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call
-from ray_adapter.core.execution import (actor_method, apply_env, construct, exit_status,  # noqa: F401
-                                        intended_exit, task_failure)
+from ray_adapter.core.execution import (actor_method, apply_env, construct, construct_async,  # noqa: F401
+                                        exit_status, intended_exit, task_failure)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -48,18 +53,14 @@ class ActorHost:
         self.concurrent = self.is_async or bool(limit and limit > 1) or bool(self.groups)
         self.budget = streaming.Budget(message.backpressure)
         self.cancel_flags = set()  # calls asked to cancel: skipped if queued, flagged if running
-        self.loop = None
-        self._flush_scheduled = False
-        self.async_calls = {}  # task id -> concurrent future of a call on the loop
-        self.running_async = set()  # ids of the calls on the loop whose method has begun
+        self.loops = None  # async actor: concurrency group ("" the default) -> _GroupLoop
+        self.async_calls = {}  # task id -> concurrent future of a call on a group's loop
+        self.running_async = set()  # ids of the calls on a loop whose method has begun
         self._pools = None
         sizes = dict(self.groups)
         if self.is_async:
             sizes[""] = limit or DEFAULT_ASYNC_CONCURRENCY
-            self.loop = asyncio.new_event_loop()
-            threading.Thread(target=self.loop.run_forever, name="ray-adapter-actor-loop", daemon=True).start()
-            self._limits, self._ready = asyncio.run_coroutine_threadsafe(
-                _loop_primitives(sizes), self.loop).result()
+            self.loops = {group: _GroupLoop(group, n) for group, n in sizes.items()}
         elif self.concurrent:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -71,21 +72,28 @@ class ActorHost:
     def create(self, message, buffers):
         w = self.worker
         w.actor_id, w.actor_name, w.actor_class_name = message.actor_id, message.name, message.class_name
-        w.actor_handle_meta = pickle.loads(message.handle_meta)
         w.runtime_env = pickle.loads(message.runtime_env)
         w.restart_count = message.restart_count
         w.assigned_resources, w.gpu_ids = message.resources, message.gpu_ids
         apply_env(message.env)
         name = message.class_name + ".__init__"
-        if self.loop is not None:
-            # Asyncio objects the constructor makes (asyncio.Event()) bind to the actor's loop
-            # on Python 3.9, as in Ray, whose async actors' main thread has that loop set.
-            asyncio.set_event_loop(self.loop)
         token = current_call.set((None, name, message.actor_id))
         try:
             cls = w.load(message.key)
+            # (cloudpickled: method options may name classes of the driver's __main__)
+            w.actor_handle_meta = pickle.loads(message.handle_meta)
             args, kwargs = resolve_args(message.args, message.deps, buffers)
-            self.instance = construct(cls, args, kwargs, self._run_coroutine)
+            if self.loops is None:
+                self.instance = construct(cls, args, kwargs, asyncio.run)
+            else:
+                # On the default group's loop, as in Ray: a sync __init__ sees that loop running
+                # (asyncio.get_running_loop(), create_task) and asyncio objects bind to it.
+                outcome = asyncio.run_coroutine_threadsafe(
+                    _construct_on_loop(cls, args, kwargs, (None, name, message.actor_id)),
+                    self.loops[""].loop).result()
+                if isinstance(outcome, _Raised):
+                    raise outcome.exc
+                self.instance = outcome
         except BaseException as exc:  # noqa: BLE001
             _, results, bufs = pack_error(task_failure(exc, name, None))
             w.post(protocol.ActorFailed(message.actor_id, results[0]), bufs)
@@ -94,15 +102,9 @@ class ActorHost:
             current_call.reset(token)
         w.actor_log_name = _log_name(self.instance)
         self.ready.set()
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self._ready.set)
+        for group_loop in (self.loops or {}).values():
+            group_loop.loop.call_soon_threadsafe(group_loop.ready.set)
         w.post(protocol.ActorReady(message.actor_id))
-
-    def _run_coroutine(self, coro):
-        """Run an ``async def __init__`` to its end: on the actor's loop if it has one."""
-        if self.loop is not None:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-        return asyncio.run(coro)
 
     # -- calls -------------------------------------------------------------------------------
     def accept(self, message, buffers):
@@ -111,8 +113,14 @@ class ActorHost:
             self.budget.open(message.task_id, message.backpressure)
         if not self.concurrent:
             self.worker.exec_queue.put((message, buffers))
-        elif self.loop is not None:
-            future = asyncio.run_coroutine_threadsafe(self._run_async(message, buffers), self.loop)
+        elif self.loops is not None:
+            group_loop = self.loops.get(message.group)
+            if group_loop is None:
+                self._finish(message.task_id, pack_error(task_failure(
+                    _unknown_group(message.group), message.name, self.worker.actor_class_name)), "pool")
+                return
+            future = asyncio.run_coroutine_threadsafe(self._run_async(message, buffers, group_loop),
+                                                      group_loop.loop)
             self.async_calls[message.task_id] = future
             future.add_done_callback(lambda f, m=message: self._async_done(m, f))
         else:
@@ -162,15 +170,11 @@ class ActorHost:
             reply, retryable = pack_error(errors.TaskCancelled(task_id)), False
         self._finish(task_id, reply, where, retryable)
 
-    async def _run_async(self, message, buffers):
-        limit = self._limits.get(message.group)
-        await self._ready.wait()
+    async def _run_async(self, message, buffers, group_loop):
+        """One call on its group's loop (``group_loop``), within the group's limit."""
+        await group_loop.ready.wait()
         task_id, name = message.task_id, message.name
-        if limit is None:
-            self._finish(task_id, pack_error(task_failure(
-                _unknown_group(message.group), name, self.worker.actor_class_name)), "loop")
-            return
-        async with limit:
+        async with group_loop.limit:
             token = current_call.set((task_id, name, self.worker.actor_id))
             retryable = started = False
             try:
@@ -185,7 +189,7 @@ class ActorHost:
                     reply = await streaming.produce_async(
                         self.worker, task_id, name, result, self.budget,
                         lambda: task_id in self.cancel_flags, self.worker.actor_class_name,
-                        flush=self._schedule_flush)
+                        flush=group_loop.schedule_flush)
                 else:
                     reply = pack_results(result, message.num_returns,
                                          from_generator_function(result, method), name,
@@ -203,7 +207,7 @@ class ActorHost:
                 if message.streaming:
                     self.budget.close(task_id)
             self.cancel_flags.discard(task_id)
-            self._finish(task_id, reply, "loop", retryable)
+            self._finish(task_id, reply, group_loop, retryable)
 
     def _async_done(self, message, future):
         self.async_calls.pop(message.task_id, None)
@@ -252,27 +256,63 @@ class ActorHost:
         return pack_error(task_failure(exc, message.name, w.actor_class_name)), retryable
 
     def _finish(self, task_id, reply, where="main", retryable=False):
-        """Answer call ``task_id``. Results are posted: the main thread flushes when idle, the
-        event loop once per turn (all calls that finished in it go in one write), a pool
-        thread at once."""
+        """Answer call ``task_id``. Results are posted: the main thread flushes when idle, a
+        group's event loop (``where`` is its :class:`_GroupLoop`) once per turn (all calls that
+        finished in it go in one write), a pool thread at once."""
         w = self.worker
         if w.exit_actor_after_call:
             w.exit_actor(task_id, reply)
         w.send_done(task_id, reply, retryable)
-        if where == "loop":
-            self._schedule_flush()
+        if isinstance(where, _GroupLoop):
+            where.schedule_flush()
         elif where == "pool":
             flush_posted()
 
-    def _schedule_flush(self):
+
+class _GroupLoop:
+    """One concurrency group of an async actor: an event loop running on a thread of its own,
+    named as Ray names it (``AsyncIO Thread: <group>``, ``default`` for the default group),
+    the group's semaphore and the gate its calls wait at until the constructor has finished.
+    ``limit``, ``ready`` and the flush flag belong to the loop's thread; other threads reach
+    the loop only through its thread-safe calls. One thread per declared group, for the
+    actor's life."""
+
+    def __init__(self, group, size):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name=f"AsyncIO Thread: {group or 'default'}",
+                         daemon=True).start()
+        self.limit, self.ready = asyncio.run_coroutine_threadsafe(_loop_primitives(size), self.loop).result()
+        self._flush_scheduled = False
+
+    def schedule_flush(self):
         """On the loop: flush what this turn posted at the end of the turn."""
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.loop.call_soon(self._flush_from_loop)
+            self.loop.call_soon(self._flush)
 
-    def _flush_from_loop(self):
+    def _flush(self):
         self._flush_scheduled = False
         flush_posted()
+
+
+class _Raised:
+    """What the constructor raised on the loop, carried back to the thread that waits for it
+    (a SystemExit raised out of a task would stop the loop itself)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+async def _construct_on_loop(cls, args, kwargs, call):
+    """The actor's instance, made on the running loop (``call``: the current_call value for
+    its output and runtime context); what it raises is returned as :class:`_Raised`."""
+    current_call.set(call)
+    try:
+        return await construct_async(cls, args, kwargs)
+    except BaseException as exc:  # noqa: BLE001 - carried back to the caller
+        return _Raised(exc)
 
 
 def _unknown_group(group):
@@ -290,8 +330,8 @@ def _log_name(instance):
         return None
 
 
-async def _loop_primitives(sizes):
-    return {group: asyncio.Semaphore(n) for group, n in sizes.items()}, asyncio.Event()
+async def _loop_primitives(size):
+    return asyncio.Semaphore(size), asyncio.Event()
 
 
 _RESET = "\x1b[0m"

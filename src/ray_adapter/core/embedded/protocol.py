@@ -198,8 +198,9 @@ class Hello(_Msg):
 
 class TaskDone(_Msg):
     """A task or actor call finished: ``results`` (one per return), or when not ``ok`` one
-    pickled core error for every return. ``retryable``: the error is one the task's
-    ``retry_exceptions`` names (the worker decided; the driver never unpickles it)."""
+    pickled core error for every return, after the values of the first returns when a
+    generator gave only those (its last result is the error then). ``retryable``: the error is
+    one the task's ``retry_exceptions`` names (the worker decided; the driver never unpickles it)."""
 
     task_id: bytes
     ok: bool

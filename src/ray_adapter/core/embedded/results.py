@@ -11,7 +11,7 @@ import traceback
 
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
-from ray_adapter.core.execution import NODE_IP, split_returns
+from ray_adapter.core.execution import NODE_IP, GeneratorFailed, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
 
 _NO_ARGS_DATA = serialization.NO_ARGS.data  # the payload of a call without arguments
@@ -49,11 +49,21 @@ def from_generator_function(result, function):
 
 def pack_results(result, num_returns, generator_function=False, name="", actor_repr=None):
     """``(ok, payloads, buffers)`` for a call's result (``num_returns`` values). A result that
-    does not split into ``num_returns`` values or cannot be serialized fails call ``name``."""
+    does not split into ``num_returns`` values or cannot be serialized fails call ``name``.
+    A generator that gave only its first k values (then raised, or ended): not ok, the k
+    values' payloads then the error's, which fails the remaining returns (as in Ray)."""
     buffers = []
     try:
         payloads = [to_payload(serialization.dumps(v), buffers)
                     for v in split_returns(result, num_returns, generator_function)]
+    except GeneratorFailed as failed:
+        error = (task_failure(failed.error, name, actor_repr) if failed.raised
+                 else result_failure(failed.error, name, actor_repr))
+        try:
+            payloads = [to_payload(serialization.dumps(v), buffers) for v in failed.values]
+        except Exception as exc:  # noqa: BLE001
+            return pack_error(result_failure(exc, name, actor_repr))
+        return False, payloads + [to_payload(_error_serialized(error), buffers)], buffers
     except Exception as exc:  # noqa: BLE001
         return pack_error(result_failure(exc, name, actor_repr))
     return True, payloads, buffers
@@ -76,6 +86,11 @@ def result_failure(exc, name, actor_repr=None):
 def pack_error(core_error):
     """``(False, [payload], buffers)`` for a core error (the driver repeats it per return)."""
     buffers = []
+    return False, [to_payload(_error_serialized(core_error), buffers)], buffers
+
+
+def _error_serialized(core_error):
+    """``core_error`` serialized; a user exception that cannot travel is replaced by its text."""
     lost = None
     try:
         ser = serialization.dumps(core_error)
@@ -92,7 +107,7 @@ def pack_error(core_error):
                                            core_error.pid, core_error.ip, core_error.actor_repr,
                                            core_error.cause_repr, cause_lost=lost)
         ser = serialization.dumps(core_error)
-    return False, [to_payload(ser, buffers)], buffers
+    return ser
 
 
 def cancelled_failure(exc, task_id, name, actor_repr=None):

@@ -4,7 +4,7 @@ to the runtime (:class:`TaskShape`, worked out once per options object) and its 
 import enum
 
 from ray_adapter.core.embedded.resources import to_units
-from ray_adapter.core.embedded.task_support import _retry_blob
+from ray_adapter.core.embedded.task_support import retry_blob
 
 
 class TaskState(enum.Enum):
@@ -27,7 +27,7 @@ class TaskShape:
         self.units = {k: to_units(v) for k, v in options.resources.items() if v}
         self.shape = tuple(sorted(self.units.items()))
         self.amounts = {k: float(v) for k, v in options.resources.items() if v}
-        self.retry_blob = _retry_blob(options.retry_exceptions)
+        self.retry_blob = retry_blob(options.retry_exceptions)
         self.env = dict((options.runtime_env or {}).get("env_vars") or {})
 
     @staticmethod

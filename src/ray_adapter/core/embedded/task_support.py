@@ -2,19 +2,20 @@
 the wire form of a grant's placement (``protocol.Assignment``), errors of work the scheduler can
 never place, and Ray's ``(raylet)`` notices on the driver's stderr. Stateless: safe anywhere."""
 import os
-import pickle
 import sys
 
-from ray_adapter.core import errors
+from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 
 
-def _retry_blob(spec):
+def retry_blob(spec):
+    """``retry_exceptions`` as it travels to a worker: False / True / a tuple of exception
+    classes, serialized as functions are (cloudpickle: a class defined in the driver's
+    ``__main__`` travels by value and is the very class the task's own code raises); b"" for
+    none."""
     if not spec:
         return b""
-    if isinstance(spec, list):
-        spec = tuple(spec)
-    return pickle.dumps(spec)
+    return serialization.dumps_plain(tuple(spec) if isinstance(spec, list) else spec)
 
 
 def assignment(grant, placement):

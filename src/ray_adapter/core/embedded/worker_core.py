@@ -28,6 +28,7 @@ import msgspec
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.embedded.task_support import retry_blob
 from ray_adapter.core.embedded.worker_queries import ClusterQueriesMixin
 from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
@@ -264,7 +265,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         wire = protocol.TaskOptionsWire(
             options.name, options.num_returns, dict(options.resources), options.max_retries,
-            options.max_calls, _retry_blob(options.retry_exceptions) or pickle.dumps(False),
+            options.max_calls, retry_blob(options.retry_exceptions) or pickle.dumps(False),
             pickle.dumps(options.runtime_env) if options.runtime_env else b"",
             pickle.dumps(options.scheduling) if options.scheduling is not None else b"",
             options.generator or "", options.generator_backpressure)
@@ -284,7 +285,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._ship(class_key, cls)
         ser = serialize_args(args, kwargs)
-        blob = pickle.dumps(options)
+        blob = serialization.dumps_plain(options)  # classes defined in __main__ travel by value
 
         def build(rid):
             buffers = []
@@ -303,7 +304,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
                 rid, actor_id, method_name, to_payload(ser, buffers), self._deps(args, kwargs),
                 options.name or method_name, options.num_returns, options.generator or "",
                 options.generator_backpressure, options.concurrency_group or "",
-                -2 if retries is None else retries, _retry_blob(options.retry_exceptions)), buffers
+                -2 if retries is None else retries, retry_blob(options.retry_exceptions)), buffers
 
         return self._own(self._request(build))
 
@@ -371,11 +372,6 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
             is_canceled=canceled, actor_is_async=host is not None and host.is_async)
 
 
-def _retry_blob(spec):
-    """``retry_exceptions`` as it travels: pickled False / True / tuple of classes; b"" for none."""
-    if not spec:
-        return b""
-    return pickle.dumps(tuple(spec) if isinstance(spec, list) else spec)
 
 
 def not_found(kind, key):

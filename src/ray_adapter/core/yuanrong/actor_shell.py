@@ -7,6 +7,10 @@
 - Concurrency groups: yr runs up to the actor's total concurrency (every group's size plus
   the default group's) calls at once; the shell admits at most a group's size of its calls,
   in arrival order (threads: :class:`_Limiter`; coroutines: a semaphore per group).
+- An async actor has, as in Ray, one event loop per concurrency group, each on a thread of its
+  own named ``AsyncIO Thread: <group>`` (``default`` for the default group): every method, sync
+  ones too, runs on its group's loop, so a call blocking one loop does not hold up the other
+  groups. The constructor runs on the default group's loop (a sync ``__init__`` sees it running).
 - ``exit_actor()`` and ``sys.exit(0)`` end the actor for good; another ``SystemExit`` is a
   crash: with restarts left the shell builds a new instance (the call fails with
   ActorUnavailable, later calls are served), else the actor is dead.
@@ -19,8 +23,8 @@ import inspect
 import threading
 
 from ray_adapter.core import errors
-from ray_adapter.core.execution import (actor_method, apply_env, construct, exit_status, intended_exit,
-                                        task_failure)
+from ray_adapter.core.execution import (actor_method, apply_env, construct, construct_async, exit_status,
+                                        intended_exit, task_failure)
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once
@@ -74,7 +78,7 @@ class ActorShell:
         self.resources = resources
         self.init_error = None
         self.instance = None
-        self.loop = None
+        self.loops = None  # async actor: concurrency group ("" the default) -> _GroupLoop
         self.exited = False
         self.death = None
         self.restarts_left = max_restarts
@@ -84,10 +88,7 @@ class ActorShell:
         sizes = dict(groups or {})
         if is_async:
             sizes[""] = max_concurrency or DEFAULT_ASYNC_CONCURRENCY
-            self.loop = asyncio.new_event_loop()
-            threading.Thread(target=self.loop.run_forever, daemon=True,
-                             name="ray-adapter-yr-actor-loop").start()
-            self._limits = asyncio.run_coroutine_threadsafe(_semaphores(sizes), self.loop).result()
+            self.loops = self._limits = {g: _GroupLoop(g, n) for g, n in sizes.items()}
         else:
             sizes[""] = max_concurrency or 1
             self._limits = {g: _Limiter(n) for g, n in sizes.items()} if groups else {}
@@ -147,30 +148,20 @@ class ActorShell:
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
         env_token = thread_env.enter(self.device_env)
-        if self.loop is not None:
-            # Current while a sync constructor runs: asyncio objects it makes (asyncio.Event())
-            # bind to the actor's loop on Python 3.9, as in Ray.
-            asyncio.set_event_loop(self.loop)
         try:
-            self.instance = construct(self._cls, args, kwargs, self._run_coroutine)
+            if self.loops is None:
+                self.instance = construct(self._cls, args, kwargs, asyncio.run)
+            else:
+                # On the default group's loop, as in Ray: a sync __init__ sees that loop running
+                # and asyncio objects it makes bind to it.
+                self.instance = self.loops[""].run(construct_async(self._cls, args, kwargs))
         except BaseException as exc:  # noqa: BLE001
             self.init_error = task_failure(exc, f"{self.class_name}.__init__")
         finally:
-            if self.loop is not None:
-                asyncio.set_event_loop(None)  # a thread of yr's pool: leave it as it was
             thread_env.leave(env_token)
             current_devices.reset(devices_token)
             current_group.reset(group_token)
             current_call.reset(token)
-
-    def _run_coroutine(self, coro):
-        if self.loop is not None:
-            value = asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
-                                                     self.loop).result()
-            if isinstance(value, _Exited):
-                raise value.exc
-            return value
-        return asyncio.run(coro)
 
     def call(self, meta, packed_args, *deps):
         (method_name, task_id, name, num_returns, dep_indexes, streaming, group, retry_on, retries,
@@ -182,7 +173,7 @@ class ActorShell:
             return Box(False, task_failure(ValueError(
                 f"the concurrency group {group!r} is not defined for this actor"), name, self.class_name))
         try:
-            if limit is None or self.loop is not None:
+            if limit is None or self.loops is not None:
                 return self._call(method_name, task_id, name, num_returns, dep_indexes, streaming,
                                   limit, retry_on, retries, crash_retries, packed_args, deps)
             with limit:
@@ -191,7 +182,7 @@ class ActorShell:
         finally:
             _forget_cancel(task_id)
 
-    def _call(self, method_name, task_id, name, num_returns, dep_indexes, streaming, semaphore,
+    def _call(self, method_name, task_id, name, num_returns, dep_indexes, streaming, group_loop,
               retry_on, retries, crash_retries, packed_args, deps):
         if self.exited:
             return Box(False, self.death or errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED,
@@ -212,7 +203,7 @@ class ActorShell:
         try:
             while True:
                 try:
-                    return self._run(method_name, task_id, name, num_returns, streaming, semaphore,
+                    return self._run(method_name, task_id, name, num_returns, streaming, group_loop,
                                      args, kwargs)
                 except SystemExit as exc:
                     box = self._exit(exc)
@@ -233,24 +224,18 @@ class ActorShell:
             current_shell.reset(shell_token)
             current_call.reset(token)
 
-    def _run(self, method_name, task_id, name, num_returns, streaming, semaphore, args, kwargs):
+    def _run(self, method_name, task_id, name, num_returns, streaming, group_loop, args, kwargs):
         method = actor_method(self.instance, method_name)
+        if group_loop is not None:  # an async actor: the whole call on its group's loop
+            return group_loop.run(_guarded(group_loop.semaphore, method, args, kwargs, streaming, task_id,
+                                           name, self.class_name, num_returns))
         result = method(*args, **kwargs)
-        if self.loop is not None and (inspect.iscoroutine(result) or inspect.isasyncgen(result)
-                                      or semaphore is not None):
-            ctx = contextvars.copy_context()
-            work = _guarded(semaphore, result, streaming, task_id, name, self.class_name, num_returns,
-                            inspect.isgeneratorfunction(method))
-            value = asyncio.run_coroutine_threadsafe(_in_context(ctx, work), self.loop).result()
-            if isinstance(value, _Exited):
-                raise value.exc
-            return value
         if inspect.iscoroutine(result):  # an async method on a non-async actor
             result = asyncio.run(result)
         if streaming:
             return stream_items(task_id, name, result, lambda: Box(False, errors.TaskCancelled(task_id)),
                                 self.class_name)
-        box = result_box(result, num_returns, inspect.isgeneratorfunction(method))
+        box = result_box(result, num_returns, inspect.isgeneratorfunction(method), name, self.class_name)
         if cancel_requested(task_id):  # cancelled while it ran: reported so, as in Ray
             return Box(False, errors.TaskCancelled(task_id))
         return box
@@ -275,11 +260,10 @@ class ActorShell:
         return Box(False, self.death)
 
 
-async def _guarded(semaphore, result, streaming, task_id, name, class_name, num_returns,
-                   generator_function):
-    """A call's work on the actor's loop, inside its group's semaphore."""
+async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, class_name, num_returns):
+    """A call of an async actor on its group's loop, inside the group's semaphore."""
     async def run():
-        value = result
+        value = method(*args, **kwargs)
         if streaming:
             if inspect.isasyncgen(value):
                 return await stream_items_async(task_id, name, value, lambda: _cancelled(task_id, name),
@@ -288,10 +272,8 @@ async def _guarded(semaphore, result, streaming, task_id, name, class_name, num_
                                 class_name)
         if inspect.iscoroutine(value):  # not any awaitable: an ObjectRef is one
             value = await value
-        return result_box(value, num_returns, generator_function)
+        return result_box(value, num_returns, inspect.isgeneratorfunction(method), name, class_name)
 
-    if semaphore is None:
-        return await run()
     async with semaphore:
         return await run()
 
@@ -302,8 +284,30 @@ def _cancelled(task_id, name):
                                         None, "127.0.0.1", cause_repr="TaskCancelledError()"))
 
 
-async def _semaphores(sizes):
-    return {group: asyncio.Semaphore(n) for group, n in sizes.items()}
+class _GroupLoop:
+    """One concurrency group of an async actor: an event loop on a thread of its own, named as
+    Ray names it (``AsyncIO Thread: <group>``, ``default`` for the default group), and the
+    group's semaphore (made on, and used only by, the loop's thread). One thread per declared
+    group, for the actor's life."""
+
+    def __init__(self, group, size):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True,
+                         name=f"AsyncIO Thread: {group or 'default'}").start()
+        self.semaphore = asyncio.run_coroutine_threadsafe(_semaphore(size), self.loop).result()
+
+    def run(self, coro):
+        """Run ``coro`` on this loop in the caller's context (contextvars) and wait for its
+        result; a SystemExit it raises is raised here, in the calling thread."""
+        value = asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
+                                                 self.loop).result()
+        if isinstance(value, _Exited):
+            raise value.exc
+        return value
+
+
+async def _semaphore(size):
+    return asyncio.Semaphore(size)
 
 
 class _Exited:

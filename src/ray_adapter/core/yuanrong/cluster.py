@@ -116,7 +116,7 @@ class ClusterMixin:
             capture_child_tasks=bool(group and group[1]),
             gcs_address=getattr(self, "address", ""),
             is_canceled=shell.cancel_requested(task_id),
-            actor_is_async=host is not None and host.loop is not None,
+            actor_is_async=host is not None and host.loops is not None,
             was_restarted=host is not None and host.restart_count > 0)
 
     def state(self, kind):

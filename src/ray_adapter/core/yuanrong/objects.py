@@ -109,7 +109,10 @@ class ObjectsMixin:
             return box
         if not box.ok:
             raise box.value
-        return shell.unpack(box.value if obj.index is None else box.value[obj.index])
+        value = box.value if obj.index is None else box.value[obj.index]
+        if type(value) is shell.Box:  # a return a failed generator did not give
+            raise value.value
+        return shell.unpack(value)
 
     def _lend_while_blocked(self, futures):
         """Local mode: a task about to wait for ``futures`` lends its CPUs back meanwhile (as

@@ -12,7 +12,7 @@ import threading
 
 from ray_adapter import core
 from ray_adapter.core import errors, serialization
-from ray_adapter.core.execution import apply_env, restore_env, split_returns, task_failure
+from ray_adapter.core.execution import GeneratorFailed, apply_env, restore_env, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
@@ -63,7 +63,10 @@ def load_args(packed_args, dep_indexes, deps):
     for ref, index, box in zip(refs, dep_indexes, deps):
         if not box.ok:
             return None, None, box
-        values[ref.object_id] = _unpack(box.value if index is None else box.value[index])
+        value = box.value if index is None else box.value[index]
+        if type(value) is Box:  # a return a failed generator did not give
+            return None, None, value
+        values[ref.object_id] = _unpack(value)
     args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
     kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
     return args, kwargs, None
@@ -112,12 +115,21 @@ def _unpack(packed):
 unpack = _unpack
 
 
-def result_box(result, num_returns, generator_function=False):
+def result_box(result, num_returns, generator_function=False, name="", actor_repr=None):
     """A successful call's Box, split into ``num_returns`` packed values when more than one
-    (the generator of a generator function gives its first values)."""
+    (the generator of a generator function gives its first values). A generator that gave
+    only its first k values (then raised, or ended) fails the remaining returns, as in Ray:
+    their elements are failed Boxes (none given: the whole Box failed)."""
     if num_returns == 1 and not generator_function:
         return Box(True, pack(result))
-    values = split_returns(result, num_returns, generator_function)
+    try:
+        values = split_returns(result, num_returns, generator_function)
+    except GeneratorFailed as failed:
+        error = task_failure(failed.error, name, actor_repr)
+        if not failed.values:
+            return Box(False, error)
+        return Box(True, [pack(v) for v in failed.values]
+                   + [Box(False, error)] * (num_returns - len(failed.values)))
     if num_returns == 1:
         return Box(True, pack(values[0]))
     return Box(True, [pack(v) for v in values])
@@ -286,7 +298,7 @@ def _run_task(function, meta, packed_args, deps):
                 result = function(*args, **kwargs)
                 if streaming:
                     return stream_items(task_id, name, result, lambda: _cancelled_task(task_id, name))
-                return result_box(result, num_returns, inspect.isgeneratorfunction(function))
+                return result_box(result, num_returns, inspect.isgeneratorfunction(function), name)
             except BaseException as exc:  # noqa: BLE001 - the caller gets every failure
                 if retries != 0 and _should_retry(exc, retry_on):
                     retries -= 1
