@@ -292,3 +292,15 @@ def test_gaps_say_why():
 
     with pytest.raises(gaps.RayAdapterGapError, match="pub-sub"):
         ptu.init_error_pubsub  # noqa: B018
+
+
+def test_raylet_binds_rays_exception_classes():
+    # Ray's ray._raylet binds these ray.exceptions classes (the same objects); Ray's own
+    # test_streaming_generator.py imports ObjectRefStreamEndOfStreamError from there.
+    from ray_adapter.ray import _raylet, exceptions
+
+    for name in ("ObjectRefStreamEndOfStreamError", "RayTaskError", "GetTimeoutError",
+                 "TaskCancelledError", "ActorDiedError", "AsyncioActorExit"):
+        assert getattr(_raylet, name) is getattr(exceptions, name), name
+    with pytest.raises(AttributeError):
+        _raylet.NotARayName  # noqa: B018

@@ -204,6 +204,16 @@ def _rebuild(object_id):
     return ObjectRef(object_id, _core.current() if _core.is_started() else None)
 
 
+# The ``ray.exceptions`` classes Ray's ``_raylet`` binds too (the same objects): Ray's tests and
+# libraries import some from here (``from ray._raylet import ObjectRefStreamEndOfStreamError``).
+_EXCEPTIONS = frozenset((
+    "ActorAlreadyExistsError", "ActorDiedError", "ActorHandleNotFoundError", "AsyncioActorExit",
+    "AuthenticationError", "GetTimeoutError", "ObjectRefStreamEndOfStreamError",
+    "ObjectStoreFullError", "OutOfDiskError", "PendingCallsLimitExceeded", "RayActorError",
+    "RayChannelError", "RayChannelTimeoutError", "RayError", "RaySystemError", "RayTaskError",
+    "RpcError", "TaskCancelledError"))
+
+
 def __getattr__(name):
     # ``ray._raylet.ObjectRefGenerator`` is Ray's home of the class; it is defined with the
     # generator code (imported on first use: that module imports this one).
@@ -211,4 +221,8 @@ def __getattr__(name):
         from ray_adapter.ray._private import object_ref_generator
 
         return getattr(object_ref_generator, name)
+    if name in _EXCEPTIONS:
+        from ray_adapter.ray import exceptions
+
+        return getattr(exceptions, name)
     raise AttributeError(f"module 'ray._raylet' has no attribute '{name}'")
