@@ -703,3 +703,24 @@ def test_an_object_ref_checks_its_id_as_rays_does(ray):
     with pytest.raises(TypeError, match="^Unsupported type: <class 'str'>, expected bytes$"):
         ray.ObjectRef("x" * 28)
     assert ray.ObjectRef(b"\x01" * 28).hex() == "01" * 28
+
+
+def test_async_def_remote_function_is_refused_at_decoration():
+    # Ray 2.60 refuses `@ray.remote async def f()` when it is decorated (ValueError saying to
+    # wrap it with asyncio.run); found by Ray's own test_asyncio.py::test_async_function_errored.
+    import ray_adapter.ray as ray
+
+    async def f():
+        return 1
+
+    with pytest.raises(ValueError, match=r"^'async def' should not be used for remote tasks\. "
+                                         r"You can wrap the async function with `asyncio\.run\(f\(\)\)`"):
+        ray.remote(f)
+    with pytest.raises(ValueError, match="'async def' should not be used"):
+        ray.remote(num_cpus=1)(f)
+
+    class A:
+        async def m(self):
+            return 1
+
+    assert ray.remote(A) is not None  # async methods of actors stay allowed

@@ -1,5 +1,6 @@
 """``ray.remote_function``: :class:`RemoteFunction`, what ``@ray.remote`` makes of a function."""
 import functools
+import inspect
 import os
 
 from ray_adapter import gaps
@@ -69,11 +70,19 @@ class RemoteFunction:
     ``f.remote(*args, **kwargs)`` submits a task and returns an ObjectRef (a list of
     ``num_returns`` refs when ``num_returns > 1``, None when 0). ``f.options(**opts)`` returns a
     new remote function with the options merged; the original is unchanged.
+
+    An ``async def`` function raises ``ValueError`` at decoration, as in Ray (async code runs
+    in async actors; a task wraps it with ``asyncio.run``).
     """
 
     def __init__(self, function, options=None, _key=None):
         if not callable(function):
             raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+        if inspect.iscoroutinefunction(function):
+            raise ValueError(
+                "'async def' should not be used for remote tasks. You can wrap the async function "
+                "with `asyncio.run(f())`. See more at:"
+                "https://docs.ray.io/en/latest/ray-core/actors/async_api.html ")
         self._function = function
         self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
         self._default_options = dict(options or {})
