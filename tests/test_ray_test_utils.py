@@ -304,3 +304,41 @@ def test_raylet_binds_rays_exception_classes():
         assert getattr(_raylet, name) is getattr(exceptions, name), name
     with pytest.raises(AttributeError):
         _raylet.NotARayName  # noqa: B018
+
+
+def test_object_ref_on_completed_calls_back_with_the_value_or_the_error(ray, tu):
+    # Ray's internal ObjectRef._on_completed (Ray Serve uses it; Ray's test_asyncio.py
+    # test_async_callback checks it): the callback gets the value, or the exception object.
+    import threading
+
+    seen, done = [], threading.Event()
+
+    def record(result):
+        seen.append(result)
+        if len(seen) == 3:
+            done.set()
+
+    ref = ray.put("ready")
+    assert ref._on_completed(record) is ref
+    signal = tu.SignalActor.remote()
+
+    @ray.remote
+    def later():
+        ray.get(signal.wait.remote())
+        return "later"
+
+    @ray.remote
+    def boom():
+        raise KeyError("bad")
+
+    later.remote()._on_completed(record)
+    boom.remote()._on_completed(record)
+    tu.wait_for_condition(lambda: len(seen) == 2)
+    assert "later" not in seen
+    ray.get(signal.send.remote())
+    assert done.wait(30)
+    assert seen[0] == "ready" or seen[1] == "ready"
+    errors = [r for r in seen if isinstance(r, Exception)]
+    assert len(errors) == 1 and isinstance(errors[0], ray.exceptions.RayTaskError)
+    assert isinstance(errors[0], KeyError)
+    assert "later" in seen

@@ -189,6 +189,20 @@ class ObjectRef:
         inner.add_done_callback(settle)
         return outer
 
+    def _on_completed(self, py_callback):
+        """Ray's internal completion hook (``ObjectRef._on_completed``, which Ray Serve and Ray's
+        tests use): once the object is ready, call ``py_callback(result)`` with its value, or
+        with the exception object ``ray.get`` would raise. Called soon when it is ready
+        already. The callback runs on the runtime thread that completes the object, so it must
+        not block (as in Ray, where it runs on the core worker's thread). Returns ``self``."""
+
+        def call(done):
+            exc = done.exception()
+            py_callback(done.result() if exc is None else exc)
+
+        self.future().add_done_callback(call)
+        return self
+
     def as_future(self):
         """An ``asyncio.Future`` on the running loop resolving to the object's value."""
         import asyncio
