@@ -724,3 +724,59 @@ def test_async_def_remote_function_is_refused_at_decoration():
             return 1
 
     assert ray.remote(A) is not None  # async methods of actors stay allowed
+
+
+def test_inheriting_from_an_actor_class_raises_rays_exception():
+    # Ray 2.60: a class statement with a @ray.remote class as a base raises
+    # ActorClassInheritanceException, a TypeError (Ray's test_actor.py::test_actor_inheritance).
+    import ray_adapter.ray as ray
+    from ray_adapter.ray.actor import ActorClassInheritanceException
+
+    class Base:
+        pass
+
+    @ray.remote
+    class ActorBase(Base):
+        pass
+
+    assert issubclass(ActorClassInheritanceException, TypeError)
+    with pytest.raises(ActorClassInheritanceException,
+                       match=r"^Attempted to define subclass 'Derived' of actor class "
+                             r"'test_inheriting_from_an_actor_class_raises_rays_exception\.<locals>\."
+                             r"ActorBase'\. Inheriting from actor classes is not currently supported\."):
+        class Derived(ActorBase):
+            pass
+    # Ray names the class by its qualified name (its __ray_metadata__.class_name).
+    with pytest.raises(TypeError, match=r"^Actors cannot be instantiated directly\. Instead of "
+                                        r"'test_inheriting_from_an_actor_class_raises_rays_exception"
+                                        r"\.<locals>\.ActorBase\(\)'"):
+        ActorBase()
+
+
+def test_placement_group_fit_errors_name_the_qualified_name(ray):
+    # Ray 2.60 names the task or actor by its __qualname__ when a request cannot fit any bundle
+    # of the placement group (Ray's test_get_or_create_actor.py checks it for an actor).
+    from ray_adapter.ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = ray.util.placement_group([{"CPU": 1}])
+    ray.get(pg.ready())
+    strategy = PlacementGroupSchedulingStrategy(placement_group=pg)
+
+    @ray.remote(num_gpus=8)
+    def task():
+        pass
+
+    @ray.remote(num_cpus=1, num_gpus=8)
+    class Actor:
+        pass
+
+    where = r"test_placement_group_fit_errors_name_the_qualified_name\.<locals>\."
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}task with the placement group "
+                                         r"because the resource request \{'CPU': 1, 'GPU': 8\} "
+                                         r"cannot fit into any bundles for the placement group, "
+                                         r"\[\{'CPU': 1\.0\}\]\.$"):
+        task.options(scheduling_strategy=strategy).remote()
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}Actor with the placement group"):
+        Actor.options(scheduling_strategy=strategy, name="a", get_if_exists=True).remote()
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}Actor with the placement group"):
+        Actor.options(placement_group=pg).remote()

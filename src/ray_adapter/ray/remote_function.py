@@ -122,12 +122,13 @@ class RemoteFunction:
         opts = self._core_options
         if opts is None:
             opts = self._core_options = _options.task_options(
-                self._default_options, getattr(self._function, "__name__", "task"), self._is_generator)
+                self._default_options, getattr(self._function, "__name__", "task"), self._is_generator,
+                getattr(self._function, "__qualname__", None))
         placement = opts.scheduling
         if placement is None or (placement.in_group and placement.capture is None):
             # The caller's captured placement group, if it has one (Ray's capture_child_tasks).
             opts = _placement.with_capture(core, opts, opts.resources,
-                                           getattr(self._function, "__name__", "task"))
+                                           getattr(self._function, "__qualname__", "task"))
         function, key = self._function, self._key
         if self._default_options.get("num_returns") == generators.DYNAMIC:
             function, key = generators.DynamicGeneratorCall(function), key + b"dynamic"
