@@ -780,3 +780,32 @@ def test_placement_group_fit_errors_name_the_qualified_name(ray):
         Actor.options(scheduling_strategy=strategy, name="a", get_if_exists=True).remote()
     with pytest.raises(ValueError, match=rf"^Cannot schedule {where}Actor with the placement group"):
         Actor.options(placement_group=pg).remote()
+
+
+def test_underscore_remote_forms_take_args_kwargs_and_options(ray):
+    # Ray's RemoteFunction._remote / ActorClass._remote / ActorMethod._remote (older code and
+    # Ray's own test_basic.py::test_submit_api call them): the call's arguments as a list and a
+    # dict, the options as keywords.
+    @ray.remote
+    def f(n):
+        return list(range(n))
+
+    assert f._remote([0], num_returns=0) is None
+    assert ray.get(f._remote(args=[1], num_returns=1)) == [0]
+    a, b = f._remote(args=[2], num_returns=2)
+    assert ray.get([a, b]) == [0, 1]
+    assert ray.get(f._remote(args=[3])) == [0, 1, 2]
+
+    @ray.remote
+    class Actor:
+        def __init__(self, x, y=0):
+            self.x, self.y = x, y
+
+        def method(self, a, b=0):
+            return self.x, self.y, a, b
+
+    actor = Actor._remote(args=[0], kwargs={"y": 1}, num_cpus=0, name="underscore")
+    assert ray.get_actor("underscore")._actor_id == actor._actor_id
+    refs = actor.method._remote(args=["test"], kwargs={"b": 2}, num_returns=4)
+    assert ray.get(refs) == [0, 1, "test", 2]
+    assert ray.get(actor.method._remote(args=[5])) == (0, 1, 5, 0)

@@ -159,6 +159,12 @@ class ActorClass:
         ``ActorAlreadyExistsError`` here (unless ``get_if_exists=True``)."""
         return _create(self, args, kwargs)
 
+    def _remote(self, args=None, kwargs=None, **actor_options):
+        """Ray's lower-level form of ``.options(**actor_options).remote(*args, **kwargs)``
+        (``ActorClass._remote``, used by older code and Ray's tests); returns the handle."""
+        target = self.options(**actor_options) if actor_options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
+
     def bind(self, *args, **kwargs):
         """A lazy actor creation for a graph (mirrors ``ActorClass.bind``): a
         :class:`ray.dag.ClassNode`; each execution of its graph creates one actor."""
@@ -284,6 +290,12 @@ class ActorMethod:
         merged = dict(self._options)
         merged.update(call_options)
         return ActorMethod(self._handle, self._method_name, merged, own_options=True)
+
+    def _remote(self, args=None, kwargs=None, **call_options):
+        """Ray's lower-level form of ``.options(**call_options).remote(*args, **kwargs)``
+        (``ActorMethod._remote``: ``num_returns``, ``name``, ``concurrency_group`` ...)."""
+        target = self.options(**call_options) if call_options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
     def remote(self, *args, **kwargs):
         if self._own_options:

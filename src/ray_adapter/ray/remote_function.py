@@ -113,6 +113,13 @@ class RemoteFunction:
         generators.validate_num_returns(self._is_generator, task_options.get("num_returns"), 3)
         return RemoteFunction(self._function, merged, _key=self._key)
 
+    def _remote(self, args=None, kwargs=None, **task_options):
+        """Ray's lower-level form of ``.options(**task_options).remote(*args, **kwargs)``
+        (``RemoteFunction._remote``: the call's arguments as a list and a dict, which older
+        code and Ray's tests use). Returns what ``remote`` returns."""
+        target = self.options(**task_options) if task_options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
+
     def remote(self, *args, **kwargs):
         """Submit the task; returns its ObjectRef(s)."""
         _check_call(self, self._function, args, kwargs)
