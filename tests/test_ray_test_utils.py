@@ -342,3 +342,11 @@ def test_object_ref_on_completed_calls_back_with_the_value_or_the_error(ray, tu)
     assert len(errors) == 1 and isinstance(errors[0], ray.exceptions.RayTaskError)
     assert isinstance(errors[0], KeyError)
     assert "later" in seen
+
+
+def test_cluster_not_supported_flag_is_rays():
+    # Ray's test files import it (`from ray.cluster_utils import Cluster, cluster_not_supported`);
+    # Ray sets it on Windows only, and the adapter's Cluster works on Linux.
+    from ray_adapter.ray import cluster_utils
+
+    assert cluster_utils.cluster_not_supported is (os.name == "nt")
