@@ -809,3 +809,44 @@ def test_underscore_remote_forms_take_args_kwargs_and_options(ray):
     refs = actor.method._remote(args=["test"], kwargs={"b": 2}, num_returns=4)
     assert ray.get(refs) == [0, 1, "test", 2]
     assert ray.get(actor.method._remote(args=[5])) == (0, 1, 5, 0)
+
+
+def test_runtime_context_get_and_deprecated_ids_as_in_ray(ray):
+    # Ray 2.60 (Ray's test_runtime_context.py): get() has task_id/actor_id only where they exist
+    # (a plain task: no actor_id key), and get() and the id properties are deprecated with a
+    # RayDeprecationWarning that names the get_*_id() method to use.
+    import warnings
+
+    from ray_adapter.ray.dag.dag_node import RayDeprecationWarning
+
+    @ray.remote
+    def task_context():
+        return sorted(ray.get_runtime_context().get())
+
+    @ray.remote
+    class Actor:
+        def context(self):
+            return sorted(ray.get_runtime_context().get())
+
+    assert ray.get(task_context.remote()) == ["job_id", "namespace", "node_id", "task_id"]
+    assert ray.get(Actor.remote().context.remote()) == [
+        "actor_id", "job_id", "namespace", "node_id", "task_id"]
+    rtc = ray.get_runtime_context()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert sorted(rtc.get()) == ["job_id", "namespace", "node_id"]
+        assert rtc.node_id.hex() == rtc.get_node_id() and rtc.job_id.hex() == rtc.get_job_id()
+        assert rtc.task_id is None and rtc.actor_id is None
+        rtc.current_placement_group_id
+        rtc.get_resource_ids()
+    messages = [str(w.message) for w in caught]
+    assert all(issubclass(w.category, RayDeprecationWarning) for w in caught)
+    assert all(m.startswith("This API is deprecated and may be removed in future Ray releases.")
+               for m in messages)
+    for replacement in ("get_xxx_id() methods", "get_node_id()", "get_job_id()", "get_task_id()",
+                        "get_actor_id()", "get_placement_group_id()", "get_accelerator_ids()"):
+        assert any(f"\nUse {replacement}" in m for m in messages), replacement
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rtc.get_node_id(), rtc.get_job_id(), rtc.get_task_id(), rtc.get_actor_id()
+    assert caught == []
