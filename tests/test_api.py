@@ -850,3 +850,15 @@ def test_runtime_context_get_and_deprecated_ids_as_in_ray(ray):
         warnings.simplefilter("always")
         rtc.get_node_id(), rtc.get_job_id(), rtc.get_task_id(), rtc.get_actor_id()
     assert caught == []
+
+
+@pytest.mark.parametrize("api", ["get_runtime_context()", "get_gpu_ids()"])
+def test_runtime_context_and_gpu_ids_start_the_runtime_as_ray_does(api):
+    # Ray 2.60 wraps ray.get_runtime_context and ray.get_gpu_ids with its auto-init (as it does
+    # ray.get/put/wait): measured with Ray's test_runtime_context.py::test_auto_init.
+    from tests.conftest import run_code
+
+    out = run_code(f"import ray\nassert not ray.is_initialized()\nray.{api}\n"
+                   "print(ray.is_initialized())\nray.shutdown()\n", timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"
