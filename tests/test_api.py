@@ -862,3 +862,21 @@ def test_runtime_context_and_gpu_ids_start_the_runtime_as_ray_does(api):
                    "print(ray.is_initialized())\nray.shutdown()\n", timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_get_actor_name_is_empty_for_an_unnamed_actor(ray):
+    # Measured on Ray 2.60: "" in an unnamed actor, the name in a named one, None elsewhere
+    # (Ray's test_runtime_context.py::test_ids).
+    @ray.remote
+    class A:
+        def name(self):
+            return ray.get_runtime_context().get_actor_name()
+
+    @ray.remote
+    def task():
+        return ray.get_runtime_context().get_actor_name()
+
+    assert ray.get(A.remote().name.remote()) == ""
+    assert ray.get(A.options(name="named").remote().name.remote()) == "named"
+    assert ray.get(task.remote()) is None
+    assert ray.get_runtime_context().get_actor_name() is None

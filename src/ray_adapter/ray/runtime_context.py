@@ -96,7 +96,12 @@ class RuntimeContext:
         return worker_id.hex() if worker_id is not None else None
 
     def get_actor_name(self):
-        return self._ctx().actor_name
+        """The name of the current actor: ``""`` for an unnamed actor, None outside an actor
+        (Ray 2.60)."""
+        ctx = self._ctx()
+        if ctx.actor_id is None:
+            return None
+        return ctx.actor_name or ""
 
     def get_task_name(self):
         return self._ctx().task_name or None
