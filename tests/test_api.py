@@ -880,3 +880,14 @@ def test_get_actor_name_is_empty_for_an_unnamed_actor(ray):
     assert ray.get(A.options(name="named").remote().name.remote()) == "named"
     assert ray.get(task.remote()) is None
     assert ray.get_runtime_context().get_actor_name() is None
+
+
+def test_init_takes_a_float_object_store_memory(ray_module):
+    # Measured on Ray 2.60: ray.init(object_store_memory=700e6) starts (Ray's test_basic.py
+    # test_release_resources_race passes it); the adapter raised TypeError.
+    ray = ray_module
+    ray.init(num_cpus=1, object_store_memory=700e6)
+    assert ray.is_initialized()
+    if ray.get_runtime_context() and not os.environ.get("RAY_ADAPTER_RUNTIME"):
+        # The embedded runtime reports it as the node's resource (yr-local reports its own).
+        assert ray.cluster_resources()["object_store_memory"] == 700e6
