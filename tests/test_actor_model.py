@@ -51,7 +51,7 @@ def test_the_actor_class_is_a_subclass_of_the_users_class(ray):
     assert Actor.__ray_actor_class__ is Worker
     modified = Actor.__ray_metadata__.modified_class
     assert issubclass(modified, Worker) and modified is not Worker
-    assert Actor.__ray_metadata__.class_name == "Worker"
+    assert Actor.__ray_metadata__.class_name == Worker.__qualname__  # Ray 2.60: the qualname
     with pytest.raises(TypeError, match="Actors cannot be instantiated directly"):
         Actor()
     h = Actor.options(name=None).remote()

@@ -454,3 +454,42 @@ def test_unknown_actor_method_option_raises_type_error_at_remote(ray):
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         wrapped.remote()
     assert ray.get(a.f.options(name="named").remote()) == 1
+
+
+@pytest.mark.embedded_only("yr-local runs actors as threads of the driver: no process exit")
+@pytest.mark.parametrize("how", ["exit_actor", "__ray_terminate__", "ray.kill"])
+def test_graceful_actor_exit_runs_atexit_handlers(ray, tmp_path, how):
+    # Ray 2.60 (Ray's test_actor.py::test_atexit_handler): an actor that leaves through
+    # exit_actor() or __ray_terminate__ runs the process's atexit handlers; ray.kill does not.
+    marker = tmp_path / "atexit.txt"
+
+    @ray.remote
+    class A:
+        def __init__(self, path):
+            import atexit
+
+            atexit.register(lambda: open(path, "w").write("hello"))
+
+        def ready(self):
+            return True
+
+        def leave(self):
+            ray.actor.exit_actor()
+
+    a = A.remote(str(marker))
+    assert ray.get(a.ready.remote())
+    pid_ref = a.__ray_call__.remote(lambda self: __import__("os").getpid())
+    pid = ray.get(pid_ref)
+    if how == "exit_actor":
+        ray.wait([a.leave.remote()])
+    elif how == "__ray_terminate__":
+        ray.wait([a.__ray_terminate__.remote()])
+    else:
+        ray.kill(a)
+    from ray_adapter.ray._private.test_utils import wait_for_pid_to_exit
+
+    wait_for_pid_to_exit(pid, timeout=30)
+    if how == "ray.kill":
+        assert not marker.exists()
+    else:
+        assert marker.read_text() == "hello"

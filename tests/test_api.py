@@ -700,3 +700,191 @@ def test_an_object_ref_checks_its_id_as_rays_does(ray):
     with pytest.raises(TypeError, match="^Unsupported type: <class 'str'>, expected bytes$"):
         ray.ObjectRef("x" * 28)
     assert ray.ObjectRef(b"\x01" * 28).hex() == "01" * 28
+
+
+def test_async_def_remote_function_is_refused_at_decoration():
+    # Ray 2.60 refuses `@ray.remote async def f()` when it is decorated (ValueError saying to
+    # wrap it with asyncio.run); found by Ray's own test_asyncio.py::test_async_function_errored.
+    import ray_adapter.ray as ray
+
+    async def f():
+        return 1
+
+    with pytest.raises(ValueError, match=r"^'async def' should not be used for remote tasks\. "
+                                         r"You can wrap the async function with `asyncio\.run\(f\(\)\)`"):
+        ray.remote(f)
+    with pytest.raises(ValueError, match="'async def' should not be used"):
+        ray.remote(num_cpus=1)(f)
+
+    class A:
+        async def m(self):
+            return 1
+
+    assert ray.remote(A) is not None  # async methods of actors stay allowed
+
+
+def test_inheriting_from_an_actor_class_raises_rays_exception():
+    # Ray 2.60: a class statement with a @ray.remote class as a base raises
+    # ActorClassInheritanceException, a TypeError (Ray's test_actor.py::test_actor_inheritance).
+    import ray_adapter.ray as ray
+    from ray_adapter.ray.actor import ActorClassInheritanceException
+
+    class Base:
+        pass
+
+    @ray.remote
+    class ActorBase(Base):
+        pass
+
+    assert issubclass(ActorClassInheritanceException, TypeError)
+    with pytest.raises(ActorClassInheritanceException,
+                       match=r"^Attempted to define subclass 'Derived' of actor class "
+                             r"'test_inheriting_from_an_actor_class_raises_rays_exception\.<locals>\."
+                             r"ActorBase'\. Inheriting from actor classes is not currently supported\."):
+        class Derived(ActorBase):
+            pass
+    # Ray names the class by its qualified name (its __ray_metadata__.class_name).
+    with pytest.raises(TypeError, match=r"^Actors cannot be instantiated directly\. Instead of "
+                                        r"'test_inheriting_from_an_actor_class_raises_rays_exception"
+                                        r"\.<locals>\.ActorBase\(\)'"):
+        ActorBase()
+
+
+def test_placement_group_fit_errors_name_the_qualified_name(ray):
+    # Ray 2.60 names the task or actor by its __qualname__ when a request cannot fit any bundle
+    # of the placement group (Ray's test_get_or_create_actor.py checks it for an actor).
+    from ray_adapter.ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = ray.util.placement_group([{"CPU": 1}])
+    ray.get(pg.ready())
+    strategy = PlacementGroupSchedulingStrategy(placement_group=pg)
+
+    @ray.remote(num_gpus=8)
+    def task():
+        pass
+
+    @ray.remote(num_cpus=1, num_gpus=8)
+    class Actor:
+        pass
+
+    where = r"test_placement_group_fit_errors_name_the_qualified_name\.<locals>\."
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}task with the placement group "
+                                         r"because the resource request \{'CPU': 1, 'GPU': 8\} "
+                                         r"cannot fit into any bundles for the placement group, "
+                                         r"\[\{'CPU': 1\.0\}\]\.$"):
+        task.options(scheduling_strategy=strategy).remote()
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}Actor with the placement group"):
+        Actor.options(scheduling_strategy=strategy, name="a", get_if_exists=True).remote()
+    with pytest.raises(ValueError, match=rf"^Cannot schedule {where}Actor with the placement group"):
+        Actor.options(placement_group=pg).remote()
+
+
+def test_underscore_remote_forms_take_args_kwargs_and_options(ray):
+    # Ray's RemoteFunction._remote / ActorClass._remote / ActorMethod._remote (older code and
+    # Ray's own test_basic.py::test_submit_api call them): the call's arguments as a list and a
+    # dict, the options as keywords.
+    @ray.remote
+    def f(n):
+        return list(range(n))
+
+    assert f._remote([0], num_returns=0) is None
+    assert ray.get(f._remote(args=[1], num_returns=1)) == [0]
+    a, b = f._remote(args=[2], num_returns=2)
+    assert ray.get([a, b]) == [0, 1]
+    assert ray.get(f._remote(args=[3])) == [0, 1, 2]
+
+    @ray.remote
+    class Actor:
+        def __init__(self, x, y=0):
+            self.x, self.y = x, y
+
+        def method(self, a, b=0):
+            return self.x, self.y, a, b
+
+    actor = Actor._remote(args=[0], kwargs={"y": 1}, num_cpus=0, name="underscore")
+    assert ray.get_actor("underscore")._actor_id == actor._actor_id
+    refs = actor.method._remote(args=["test"], kwargs={"b": 2}, num_returns=4)
+    assert ray.get(refs) == [0, 1, "test", 2]
+    assert ray.get(actor.method._remote(args=[5])) == (0, 1, 5, 0)
+
+
+def test_runtime_context_get_and_deprecated_ids_as_in_ray(ray):
+    # Ray 2.60 (Ray's test_runtime_context.py): get() has task_id/actor_id only where they exist
+    # (a plain task: no actor_id key), and get() and the id properties are deprecated with a
+    # RayDeprecationWarning that names the get_*_id() method to use.
+    import warnings
+
+    from ray_adapter.ray.dag.dag_node import RayDeprecationWarning
+
+    @ray.remote
+    def task_context():
+        return sorted(ray.get_runtime_context().get())
+
+    @ray.remote
+    class Actor:
+        def context(self):
+            return sorted(ray.get_runtime_context().get())
+
+    assert ray.get(task_context.remote()) == ["job_id", "namespace", "node_id", "task_id"]
+    assert ray.get(Actor.remote().context.remote()) == [
+        "actor_id", "job_id", "namespace", "node_id", "task_id"]
+    rtc = ray.get_runtime_context()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert sorted(rtc.get()) == ["job_id", "namespace", "node_id"]
+        assert rtc.node_id.hex() == rtc.get_node_id() and rtc.job_id.hex() == rtc.get_job_id()
+        assert rtc.task_id is None and rtc.actor_id is None
+        rtc.current_placement_group_id
+        rtc.get_resource_ids()
+    messages = [str(w.message) for w in caught]
+    assert all(issubclass(w.category, RayDeprecationWarning) for w in caught)
+    assert all(m.startswith("This API is deprecated and may be removed in future Ray releases.")
+               for m in messages)
+    for replacement in ("get_xxx_id() methods", "get_node_id()", "get_job_id()", "get_task_id()",
+                        "get_actor_id()", "get_placement_group_id()", "get_accelerator_ids()"):
+        assert any(f"\nUse {replacement}" in m for m in messages), replacement
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rtc.get_node_id(), rtc.get_job_id(), rtc.get_task_id(), rtc.get_actor_id()
+    assert caught == []
+
+
+@pytest.mark.parametrize("api", ["get_runtime_context()", "get_gpu_ids()"])
+def test_runtime_context_and_gpu_ids_start_the_runtime_as_ray_does(api):
+    # Ray 2.60 wraps ray.get_runtime_context and ray.get_gpu_ids with its auto-init (as it does
+    # ray.get/put/wait): measured with Ray's test_runtime_context.py::test_auto_init.
+    from tests.conftest import run_code
+
+    out = run_code(f"import ray\nassert not ray.is_initialized()\nray.{api}\n"
+                   "print(ray.is_initialized())\nray.shutdown()\n", timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_get_actor_name_is_empty_for_an_unnamed_actor(ray):
+    # Measured on Ray 2.60: "" in an unnamed actor, the name in a named one, None elsewhere
+    # (Ray's test_runtime_context.py::test_ids).
+    @ray.remote
+    class A:
+        def name(self):
+            return ray.get_runtime_context().get_actor_name()
+
+    @ray.remote
+    def task():
+        return ray.get_runtime_context().get_actor_name()
+
+    assert ray.get(A.remote().name.remote()) == ""
+    assert ray.get(A.options(name="named").remote().name.remote()) == "named"
+    assert ray.get(task.remote()) is None
+    assert ray.get_runtime_context().get_actor_name() is None
+
+
+def test_init_takes_a_float_object_store_memory(ray_module):
+    # Measured on Ray 2.60: ray.init(object_store_memory=700e6) starts (Ray's test_basic.py
+    # test_release_resources_race passes it); the adapter raised TypeError.
+    ray = ray_module
+    ray.init(num_cpus=1, object_store_memory=700e6)
+    assert ray.is_initialized()
+    if ray.get_runtime_context() and not os.environ.get("RAY_ADAPTER_RUNTIME"):
+        # The embedded runtime reports it as the node's resource (yr-local reports its own).
+        assert ray.cluster_resources()["object_store_memory"] == 700e6

@@ -88,7 +88,7 @@ def test_invalid_arguments_raise_as_ray(ray):
 
     with pytest.raises(ValueError, match="placement group bundle index 5 is invalid. Valid placement group indexes: 0-2"):
         f.options(scheduling_strategy=s.PlacementGroupSchedulingStrategy(pg, 5)).remote()
-    with pytest.raises(ValueError, match=r"Cannot schedule f with the placement group because the resource request \{'CPU': 3\} cannot fit"):
+    with pytest.raises(ValueError, match=r"Cannot schedule test_invalid_arguments_raise_as_ray\.<locals>\.f with the placement group because the resource request \{'CPU': 3\} cannot fit"):
         f.options(num_cpus=3, scheduling_strategy=s.PlacementGroupSchedulingStrategy(pg, 0)).remote()
     with pytest.raises(ValueError, match="Placement groups should be specified via the scheduling_strategy option"):
         f.options(placement_group=pg, scheduling_strategy="SPREAD").remote()

@@ -22,6 +22,26 @@ from ray_adapter.ray.runtime_context import get_runtime_context
 __commit__ = "ray-adapter"
 
 
+def _auto_init(api):
+    """``ray.<api>`` starts the runtime first when nothing has started it, as Ray 2.60 does for
+    its AUTO_INIT_APIS (``get``, ``put``, ``wait`` ... and ``get_runtime_context``,
+    ``get_gpu_ids``)."""
+    import functools
+
+    @functools.wraps(api)
+    def call(*args, **kwargs):
+        from ray_adapter.ray._private.core_access import core
+
+        core()
+        return api(*args, **kwargs)
+
+    return call
+
+
+get_runtime_context = _auto_init(get_runtime_context)
+get_gpu_ids = _auto_init(get_gpu_ids)
+
+
 def remote(*args, **kwargs):
     """``@ray.remote`` / ``@ray.remote(**options)`` / ``ray.remote(obj)`` (mirrors ``ray.remote``).
 

@@ -215,6 +215,20 @@ class ObjectRef:
         inner.add_done_callback(settle)
         return outer
 
+    def _on_completed(self, py_callback):
+        """Ray's internal completion hook (``ObjectRef._on_completed``, which Ray Serve and Ray's
+        tests use): once the object is ready, call ``py_callback(result)`` with its value, or
+        with the exception object ``ray.get`` would raise. Called soon when it is ready
+        already. The callback runs on the runtime thread that completes the object, so it must
+        not block (as in Ray, where it runs on the core worker's thread). Returns ``self``."""
+
+        def call(done):
+            exc = done.exception()
+            py_callback(done.result() if exc is None else exc)
+
+        self.future().add_done_callback(call)
+        return self
+
     def as_future(self):
         """An ``asyncio.Future`` on the running loop resolving to the object's value."""
         import asyncio
@@ -230,6 +244,16 @@ def _rebuild(object_id):
     return ObjectRef(object_id, _core.current() if _core.is_started() else None)
 
 
+# The ``ray.exceptions`` classes Ray's ``_raylet`` binds too (the same objects): Ray's tests and
+# libraries import some from here (``from ray._raylet import ObjectRefStreamEndOfStreamError``).
+_EXCEPTIONS = frozenset((
+    "ActorAlreadyExistsError", "ActorDiedError", "ActorHandleNotFoundError", "AsyncioActorExit",
+    "AuthenticationError", "GetTimeoutError", "ObjectRefStreamEndOfStreamError",
+    "ObjectStoreFullError", "OutOfDiskError", "PendingCallsLimitExceeded", "RayActorError",
+    "RayChannelError", "RayChannelTimeoutError", "RayError", "RaySystemError", "RayTaskError",
+    "RpcError", "TaskCancelledError"))
+
+
 def __getattr__(name):
     # ``ray._raylet.ObjectRefGenerator`` is Ray's home of the class; it is defined with the
     # generator code (imported on first use: that module imports this one).
@@ -237,4 +261,8 @@ def __getattr__(name):
         from ray_adapter.ray._private import object_ref_generator
 
         return getattr(object_ref_generator, name)
+    if name in _EXCEPTIONS:
+        from ray_adapter.ray import exceptions
+
+        return getattr(exceptions, name)
     raise AttributeError(f"module 'ray._raylet' has no attribute '{name}'")

@@ -70,6 +70,12 @@ class _ActorClassMetadata:
         self.actor_creation_function_descriptor = None
 
 
+class ActorClassInheritanceException(TypeError):
+    """Raised when a class statement inherits from an actor class (a ``@ray.remote`` class);
+    mirrors ``ray.actor.ActorClassInheritanceException``. Inherit from the undecorated class
+    and decorate the subclass instead."""
+
+
 class ActorClass:
     """What ``@ray.remote`` makes of a class (mirrors ``ray.actor.ActorClass``).
 
@@ -81,6 +87,16 @@ class ActorClass:
     """
 
     def __init__(self, *args, **kwargs):
+        # Python calls this when a class statement names an actor class as a base (the actor
+        # class's type is then the metaclass): refused as in Ray.
+        bases = args[1] if len(args) == 3 and isinstance(args[1], tuple) else ()
+        for base in bases:
+            if isinstance(base, ActorClass):
+                raise ActorClassInheritanceException(
+                    f"Attempted to define subclass '{args[0]}' of actor class "
+                    f"'{base.__ray_metadata__.class_name}'. Inheriting from actor classes is not "
+                    "currently supported. You can instead inherit from a non-actor base class and "
+                    "make the derived class an actor class (with @ray.remote).")
         raise AssertionError("ActorClass.__init__ should not be called. Please use the "
                              "@ray.remote decorator instead.")
 
@@ -115,7 +131,7 @@ class ActorClass:
         state.update(
             _default_options=options, _signature=None,
             _ray_checked_backend=_options.check("actor", options),
-            __ray_metadata__=_ActorClassMetadata(state["_ray_modified_class"], user_cls.__name__,
+            __ray_metadata__=_ActorClassMetadata(state["_ray_modified_class"], user_cls.__qualname__,
                                             state["_ray_methods"], groups))
         clone.__dict__.update(state)
         return clone
@@ -142,6 +158,12 @@ class ActorClass:
         """Create the actor; returns its handle. A duplicate ``name`` raises
         ``ActorAlreadyExistsError`` here (unless ``get_if_exists=True``)."""
         return _create(self, args, kwargs)
+
+    def _remote(self, args=None, kwargs=None, **actor_options):
+        """Ray's lower-level form of ``.options(**actor_options).remote(*args, **kwargs)``
+        (``ActorClass._remote``, used by older code and Ray's tests); returns the handle."""
+        target = self.options(**actor_options) if actor_options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
     def bind(self, *args, **kwargs):
         """A lazy actor creation for a graph (mirrors ``ActorClass.bind``): a
@@ -190,7 +212,7 @@ def _create(actor_class, args, kwargs):
             "concurrency_groups": dict(options.get("concurrency_groups") or {})}
     opts = _options.actor_options(options, cls, meta, actor_class._ray_is_async)
     if opts.scheduling is None or (opts.scheduling.in_group and opts.scheduling.capture is None):
-        opts = _placement.with_capture(core, opts, opts.resources, cls.__name__,
+        opts = _placement.with_capture(core, opts, opts.resources, cls.__qualname__,
                                        _options.is_default_actor(options))
     core_args, core_kwargs = _to_core_args(args, kwargs)  # ``args`` keeps refs alive
     with _Submitting(f"{cls.__module__}.{cls.__qualname__}"):
@@ -268,6 +290,12 @@ class ActorMethod:
         merged = dict(self._options)
         merged.update(call_options)
         return ActorMethod(self._handle, self._method_name, merged, own_options=True)
+
+    def _remote(self, args=None, kwargs=None, **call_options):
+        """Ray's lower-level form of ``.options(**call_options).remote(*args, **kwargs)``
+        (``ActorMethod._remote``: ``num_returns``, ``name``, ``concurrency_group`` ...)."""
+        target = self.options(**call_options) if call_options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
     def remote(self, *args, **kwargs):
         if self._own_options:

@@ -1,5 +1,6 @@
 """``ray.remote_function``: :class:`RemoteFunction`, what ``@ray.remote`` makes of a function."""
 import functools
+import inspect
 import os
 
 from ray_adapter import gaps
@@ -78,11 +79,19 @@ class RemoteFunction:
     ``f.remote(*args, **kwargs)`` submits a task and returns an ObjectRef (a list of
     ``num_returns`` refs when ``num_returns > 1``, None when 0). ``f.options(**opts)`` returns a
     new remote function with the options merged; the original is unchanged.
+
+    An ``async def`` function raises ``ValueError`` at decoration, as in Ray (async code runs
+    in async actors; a task wraps it with ``asyncio.run``).
     """
 
     def __init__(self, function, options=None, _key=None):
         if not callable(function):
             raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+        if inspect.iscoroutinefunction(function):
+            raise ValueError(
+                "'async def' should not be used for remote tasks. You can wrap the async function "
+                "with `asyncio.run(f())`. See more at:"
+                "https://docs.ray.io/en/latest/ray-core/actors/async_api.html ")
         self._function = function
         self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
         self._default_options = dict(options or {})
@@ -119,6 +128,13 @@ class RemoteFunction:
         generators.validate_num_returns(self._is_generator, task_options.get("num_returns"), 3)
         return copy
 
+    def _remote(self, args=None, kwargs=None, **task_options):
+        """Ray's lower-level form of ``.options(**task_options).remote(*args, **kwargs)``
+        (``RemoteFunction._remote``: the call's arguments as a list and a dict, which older
+        code and Ray's tests use). Returns what ``remote`` returns."""
+        target = self.options(**task_options) if task_options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
+
     def remote(self, *args, **kwargs):
         """Submit the task; returns its ObjectRef(s)."""
         _check_call(self, self._function, args, kwargs)
@@ -128,12 +144,13 @@ class RemoteFunction:
         opts = self._core_options
         if opts is None:
             opts = self._core_options = _options.task_options(
-                self._default_options, getattr(self._function, "__name__", "task"), self._is_generator)
+                self._default_options, getattr(self._function, "__name__", "task"), self._is_generator,
+                getattr(self._function, "__qualname__", None))
         placement = opts.scheduling
         if placement is None or (placement.in_group and placement.capture is None):
             # The caller's captured placement group, if it has one (Ray's capture_child_tasks).
             opts = _placement.with_capture(core, opts, opts.resources,
-                                           getattr(self._function, "__name__", "task"))
+                                           getattr(self._function, "__qualname__", "task"))
         function, key = self._function, self._key
         if self._default_options.get("num_returns") == generators.DYNAMIC:
             function, key = generators.DynamicGeneratorCall(function), key + b"dynamic"

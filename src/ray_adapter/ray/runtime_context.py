@@ -1,4 +1,6 @@
 """``ray.runtime_context``: :class:`RuntimeContext` and :func:`get_runtime_context`."""
+import warnings
+
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import context as _context
 from ray_adapter.ray._private.global_worker import global_worker as _global_worker
@@ -6,6 +8,19 @@ from ray_adapter.ray._raylet import ActorID, JobID, NodeID, PlacementGroupID, Ta
 
 #: The accelerator resources Ray 2.60 reports in ``get_accelerator_ids()`` (all keys, always).
 ACCELERATOR_KINDS = ("GPU", "neuron_cores", "NPU", "MBLT", "RBLN", "TPU", "HPU", "FURIOSA", "TTNPU")
+
+
+_DEPRECATED = ("This API is deprecated and may be removed in future Ray releases. You could "
+               "suppress this warning by setting env variable "
+               'PYTHONWARNINGS="ignore::DeprecationWarning"')
+
+
+def _deprecated(replacement):
+    """Ray's notice for a deprecated RuntimeContext member (``@Deprecated(warning=True)``): a
+    ``RayDeprecationWarning`` saying what to use instead."""
+    from ray_adapter.ray.dag.dag_node import RayDeprecationWarning
+
+    warnings.warn(f"{_DEPRECATED}\n{replacement}", RayDeprecationWarning, stacklevel=3)
 
 
 class RuntimeContext:
@@ -23,13 +38,18 @@ class RuntimeContext:
         return _context()
 
     def get(self):
-        """A dict of the context (``job_id``, ``node_id``, ``namespace``, and ``task_id`` /
-        ``actor_id`` where they exist)."""
+        """A dict of the context (``job_id``, ``node_id``, ``namespace``, and in a task or actor
+        ``task_id`` / ``actor_id`` where they exist: a plain task has no ``actor_id`` key).
+        Deprecated in Ray 2.60 (a ``RayDeprecationWarning``), as are the id properties it reads."""
+        _deprecated("Use get_xxx_id() methods to get relevant ids instead")
         out = {"job_id": self.job_id, "node_id": self.node_id, "namespace": self.namespace}
         ctx = self._ctx()
         if not ctx.is_driver:
-            out["task_id"] = self.task_id
-            out["actor_id"] = self.actor_id
+            task_id, actor_id = self.task_id, self.actor_id
+            if task_id is not None:
+                out["task_id"] = task_id
+            if actor_id is not None:
+                out["actor_id"] = actor_id
         return out
 
     # -- ids ---------------------------------------------------------------------------------
@@ -38,6 +58,7 @@ class RuntimeContext:
 
     @property
     def job_id(self):
+        _deprecated("Use get_job_id() instead")
         return JobID(self._ctx().job_id)
 
     def get_node_id(self):
@@ -45,6 +66,7 @@ class RuntimeContext:
 
     @property
     def node_id(self):
+        _deprecated("Use get_node_id() instead")
         return NodeID(self._ctx().node_id)
 
     def get_task_id(self):
@@ -55,6 +77,7 @@ class RuntimeContext:
 
     @property
     def task_id(self):
+        _deprecated("Use get_task_id() instead")
         ctx = self._ctx()
         return TaskID(ctx.task_id) if not ctx.is_driver and ctx.task_id else None
 
@@ -64,6 +87,7 @@ class RuntimeContext:
 
     @property
     def actor_id(self):
+        _deprecated("Use get_actor_id() instead")
         actor_id = self._ctx().actor_id
         return ActorID(actor_id) if actor_id is not None else None
 
@@ -72,7 +96,12 @@ class RuntimeContext:
         return worker_id.hex() if worker_id is not None else None
 
     def get_actor_name(self):
-        return self._ctx().actor_name
+        """The name of the current actor: ``""`` for an unnamed actor, None outside an actor
+        (Ray 2.60)."""
+        ctx = self._ctx()
+        if ctx.actor_id is None:
+            return None
+        return ctx.actor_name or ""
 
     def get_task_name(self):
         return self._ctx().task_name or None
@@ -114,6 +143,7 @@ class RuntimeContext:
         return {kind: [str(i) for i in assigned.get(kind, ())] for kind in ACCELERATOR_KINDS}
 
     def get_resource_ids(self):
+        _deprecated("Use get_accelerator_ids() instead")
         return self.get_accelerator_ids()
 
     @property
@@ -128,6 +158,7 @@ class RuntimeContext:
 
     @property
     def current_placement_group_id(self):
+        _deprecated("Use get_placement_group_id() instead")
         group = self._ctx().placement_group_id
         return PlacementGroupID(group) if group else PlacementGroupID.nil()
 

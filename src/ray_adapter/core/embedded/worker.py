@@ -370,6 +370,7 @@ class Worker:
         self.post(protocol.ActorExiting(self.actor_id))
         self.send_done(task_id, reply)
         flush_posted()
+        run_exit_handlers()
         end_process(0)
 
 
@@ -387,6 +388,20 @@ def become_subreaper():
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def run_exit_handlers():
+    """Run the process's ``atexit`` handlers now: an actor that leaves gracefully
+    (``exit_actor()``, ``__ray_terminate__``) runs them in Ray, whose worker then exits through
+    Python's normal shutdown; ``ray.kill`` does not. A failing handler is reported on stderr by
+    ``atexit`` itself and does not stop the exit."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    except Exception:  # noqa: BLE001 - the process leaves anyway
+        pass
+    executors.flush_std()
 
 
 def end_process(code):

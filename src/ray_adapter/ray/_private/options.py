@@ -258,7 +258,7 @@ def _resources(options, default_cpus):
     return {k: v for k, v in out.items() if v}
 
 
-def task_options(options, function_name, is_generator=False):
+def task_options(options, function_name, is_generator=False, repr_name=None):
     """:class:`TaskOptions` for a remote function's merged options (``is_generator``: it is a
     generator function, which streams unless ``num_returns`` is an integer)."""
     from ray_adapter.ray._private.generators import call_mode
@@ -281,7 +281,8 @@ def task_options(options, function_name, is_generator=False):
         max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
         runtime_env=_task_env(options.get("runtime_env")),
-        scheduling=static_placement(options, resources, function_name),
+        # Ray names the function by its qualified name in placement-group errors.
+        scheduling=static_placement(options, resources, repr_name or function_name),
     )
 
 
@@ -315,7 +316,7 @@ def actor_options(options, cls, handle_meta, is_async):
     return ActorOptions(
         class_name=cls.__name__,
         resources=resources,
-        scheduling=static_placement(options, resources, cls.__name__, is_default_actor(options)),
+        scheduling=static_placement(options, resources, cls.__qualname__, is_default_actor(options)),
         max_restarts=options.get("max_restarts") or 0,
         max_task_retries=options.get("max_task_retries") or 0,
         max_concurrency=max_concurrency,

@@ -99,6 +99,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         cluster = _cluster_nodes(address, num_cpus, num_gpus)
         if cluster is not None:
             address = given["address"] = None
+        if isinstance(object_store_memory, float) and object_store_memory.is_integer():
+            # Ray's init takes a float byte count (object_store_memory=700e6, as Ray's tests do).
+            object_store_memory = given["object_store_memory"] = int(object_store_memory)
         _options.check("init", given)
         _check_address(address)
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
