@@ -44,7 +44,7 @@ bar.update(3)
 bar.close()
 print("done")
 """
-_PREFIX = re.compile(r"^\(\w+ pid=\d+\) ")
+_PREFIX = re.compile(r"^(?:\x1b\[36m)?\(\w+ pid=\d+\)(?:\x1b\[0m)? ")  # Ray colours it
 _BAR_PREFIX = "\x1b[2m\x1b[36m(pid={pid}) \x1b[0m"
 
 
@@ -60,7 +60,7 @@ def test_bars_of_tasks_actors_and_the_driver_are_drawn_by_the_driver(runtime):
     assert result.returncode == 0, result.stderr
     assert _stdout_lines(result.stdout) == ["5", "loaded", "4", "done"]  # no bar state on stdout
     drawn = result.stderr.replace("\r", "\n")
-    pid = re.search(r"\(\w+ pid=(\d+)\) loaded", result.stdout)
+    pid = re.search(r"\(\w+ pid=(\d+)\)(?:\x1b\[0m)? loaded", result.stdout)
     # Ray prefixes a remote bar with its process (none in yr's local mode: tasks are threads
     # of the driver).
     prefix = _BAR_PREFIX.format(pid=pid.group(1)) if runtime == "embedded" else ""
