@@ -59,7 +59,8 @@ def test_supported_symbols_exist_and_gaps_raise(module):
     for name, entry in matrix.symbols(module).items():
         if entry.status("embedded") != "gap":
             value = getattr(mod, name)  # raises if the proxy lacks it
-            assert value is not None, entry.qualname
+            # a constant may be None in Ray too (ray.cloudpickle.builtin_code_type on CPython)
+            assert value is not None or (entry.kind == "constant" and name in vars(mod)), entry.qualname
         else:
             with pytest.raises(gaps.RayAdapterGapError) as info:
                 getattr(mod, name)
@@ -90,7 +91,11 @@ def test_every_adapter_symbol_is_in_the_matrix(module):
 def test_whole_module_gaps_are_not_provided():
     for module, entry in matrix.submodule_entries().items():
         assert entry.status("embedded") == "gap" and entry.note, module
-        assert importlib.util.find_spec(PROXY + module[len("ray"):]) is None, module
+        try:
+            spec = importlib.util.find_spec(PROXY + module[len("ray"):])
+        except ModuleNotFoundError:  # its parent is a module, not a package (ray.runtime_env.runtime_env)
+            spec = None
+        assert spec is None, module
 
 
 def test_option_statuses_drive_validation():

@@ -58,8 +58,8 @@ def _ray_version():
 
 def attribute_gap_error(module, name):
     """The error for ``getattr(<ray module>, name)`` on a name the proxy does not define."""
-    entry = matrix.lookup(module, name)
     qualname = f"{module}.{name}"
+    entry = matrix.lookup(module, name) or matrix.module_entry(qualname)
     if entry is None:
         err = RayAdapterGapError(f"module {module!r} has no attribute {name!r}")
     else:

@@ -8,7 +8,8 @@ nothing: the runtime starts at ``ray.init()`` or at the first ``.remote()``/``ra
 from ray_adapter import RAY_API_VERSION as __version__  # noqa: N811 - Ray's own name
 from ray_adapter import gaps as _gaps
 from ray_adapter import matrix as _matrix
-from ray_adapter.ray import actor, exceptions, remote_function, runtime_context, runtime_env, util
+from ray_adapter.ray import (_common, _private, actor, exceptions, experimental, remote_function, runtime_context,
+                             runtime_env, util)
 from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
                                              get_actor, get_gpu_ids, init, is_initialized, kill,
                                              nodes, put, shutdown, wait)
@@ -82,6 +83,10 @@ def __dir__():
 
 
 def __getattr__(name):
+    if name == "cloudpickle":  # Ray binds it at `import ray`; here at first use (imports cloudpickle)
+        import importlib
+
+        return importlib.import_module("ray_adapter.ray.cloudpickle")
     if name == "__all__":
         return [n for n, e in _matrix.symbols("ray").items() if e.available]
     return _gaps.module_getattr("ray")(name)

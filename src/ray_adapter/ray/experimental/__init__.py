@@ -1,6 +1,14 @@
-"""``ray.experimental``: only ``ray.experimental.state.api`` (the old home of the State API,
-which real workloads still import) is provided; Ray's other experimental APIs are gaps (see
-the compat matrix)."""
+"""``ray.experimental``: ``ray.experimental.state.api`` (the old home of the State API, which
+real workloads still import) and ``ray.experimental.tqdm_ray`` are provided; Ray's other
+experimental APIs are gaps (see the compat matrix)."""
 from ray_adapter import gaps
 
-__getattr__ = gaps.module_getattr("ray.experimental")
+_gap_getattr = gaps.module_getattr("ray.experimental")
+
+
+def __getattr__(name):
+    if name == "tqdm_ray":  # Ray's `import ray` binds it; here at first use
+        import importlib
+
+        return importlib.import_module("ray_adapter.ray.experimental.tqdm_ray")
+    return _gap_getattr(name)

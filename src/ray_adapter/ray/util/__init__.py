@@ -1,7 +1,7 @@
 """``ray.util``: placement groups, node address, named-actor listing, ActorPool, accelerators."""
 from ray_adapter import gaps
 from ray_adapter.ray._private.services import get_node_ip_address
-from ray_adapter.ray.util import accelerators
+from ray_adapter.ray.util import accelerators, scheduling_strategies
 from ray_adapter.ray.util.actor_pool import ActorPool
 from ray_adapter.ray.util.placement_group import (get_current_placement_group, get_placement_group,
                                                   placement_group, placement_group_table,
@@ -25,12 +25,5 @@ def list_named_actors(all_namespaces=False):
     return [e["name"] for e in entries]
 
 
-_gap_getattr = gaps.module_getattr("ray.util")
-
-
-def __getattr__(name):
-    if name == "collective":  # Ray binds it at `import ray.util.collective`; here at first use
-        import importlib
-
-        return importlib.import_module("ray_adapter.ray.util.collective")
-    return _gap_getattr(name)
+# As in Ray, `ray.util.collective` is bound by `import ray.util.collective` only.
+__getattr__ = gaps.module_getattr("ray.util")
