@@ -360,8 +360,9 @@ def test_invalid_and_unsupported_options(ray):
     with pytest.raises(RayAdapterOptionError, match="fallback_strategy") as info:
         ray.remote(fallback_strategy=[{"label_selector": {"zone": "a"}}])(f)
     assert "compat_matrix" in str(info.value)
+    pip = ray.remote(runtime_env={"pip": ["requests"]})(f)  # as Ray: set up at submission
     with pytest.raises(RayAdapterOptionError, match="runtime_env\\['pip'\\]"):
-        ray.remote(runtime_env={"pip": ["requests"]})(f)
+        pip.remote()
     local = ray.remote(runtime_env={"working_dir": "."})(f)  # accepted, as in Ray, until .remote()
     with pytest.raises(ValueError, match="not a valid URI.*only supported at the job level"):
         local.remote()
