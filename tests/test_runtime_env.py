@@ -368,7 +368,7 @@ def test_py_executable_starts_tasks_and_actors_with_that_command(ray, tmp_path):
 
     @ray.remote
     def where():
-        return os.environ.get("VIA_WRAPPER"), os.environ.get("EXTRA")
+        return os.environ.get("VIA_WRAPPER"), os.environ.get("PYEXEC_PREFIX_VAR")
 
     @ray.remote
     class Where:
@@ -379,7 +379,7 @@ def test_py_executable_starts_tasks_and_actors_with_that_command(ray, tmp_path):
     env = {"py_executable": wrapper}
     assert ray.get(where.options(runtime_env=env).remote(), timeout=60) == ("1", None)
     # A command prefix with words of its own, as Ray's (bash runs it).
-    prefix = {"py_executable": f"env EXTRA=prefix {wrapper}"}
+    prefix = {"py_executable": f"env PYEXEC_PREFIX_VAR=prefix {wrapper}"}
     assert ray.get(where.options(runtime_env=prefix).remote(), timeout=60) == ("1", "prefix")
     actor = Where.options(runtime_env=env).remote()
     assert ray.get(actor.where.remote(), timeout=60) == ("1", sys.executable)
