@@ -298,7 +298,7 @@ class WorkerPool:
             worker.proc.kill()
             worker.proc.wait()
         worker.kill_group()  # what its tasks started dies with it, as in Ray
-        if not worker.booted and worker.spec.py_executable is not None:
+        if not worker.booted and worker.spec.py_executable is not None and worker.state is not WorkerState.RETIRED:
             worker.boot_failure = boot_failure(worker.spec.py_executable, worker.proc.returncode)
         worker.channel.close()
         worker.pins.clear()  # its views of arena blocks died with it
