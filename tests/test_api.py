@@ -359,8 +359,9 @@ def test_invalid_and_unsupported_options(ray):
     with pytest.raises(RayAdapterOptionError, match="fallback_strategy") as info:
         ray.remote(fallback_strategy=[{"label_selector": {"zone": "a"}}])(f)
     assert "compat_matrix" in str(info.value)
+    pip = ray.remote(runtime_env={"pip": ["requests"]})(f)  # as Ray: set up at submission
     with pytest.raises(RayAdapterOptionError, match="runtime_env\\['pip'\\]"):
-        ray.remote(runtime_env={"pip": ["requests"]})(f)
+        pip.remote()
     local = ray.remote(runtime_env={"working_dir": "."})(f)  # accepted, as in Ray, until .remote()
     with pytest.raises(ValueError, match="not a valid URI.*only supported at the job level"):
         local.remote()
@@ -444,6 +445,32 @@ def test_init_context_manager_shuts_down(ray_module):
     with ray_module.init(num_cpus=1) as ctx:
         assert ray_module.is_initialized() and ctx.ray_version == "2.60.0"
     assert not ray_module.is_initialized()
+
+
+@pytest.mark.parametrize("runtime", ["embedded", "yr-local"])
+def test_is_initialized_is_false_once_the_interpreter_exit_shut_ray_down(runtime):
+    """As Ray (its atexit shutdown is registered when ray is imported): cleanup that runs after
+    it (a later atexit handler, ``__del__`` at finalization, as NeMo-RL's RayVirtualCluster
+    does) sees ``is_initialized() == False`` and skips its Ray calls."""
+    from conftest import _yr_available, run_code
+
+    if runtime == "yr-local" and not _yr_available():
+        pytest.skip("yr-local: the openYuanrong SDK is not installed")
+    out = run_code(
+        "import atexit\n"
+        "atexit.register(lambda: print('after exit:', ray.is_initialized()))  # runs after ray's\n"
+        "import ray\n"
+        "ray.init(num_cpus=1)\n"
+        "class Cluster:\n"
+        "    def __del__(self):\n"
+        "        print('__del__:', ray.is_initialized())\n"
+        "KEEP = Cluster()\n"
+        "print('running:', ray.is_initialized())\n",
+        env={"RAY_ADAPTER_RUNTIME": "yr-local"} if runtime == "yr-local" else None)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["running: True", "after exit: False"], out.stdout
+    assert lines[2:] in ([], ["__del__: False"]), out.stdout  # if finalization collects it
 
 
 @pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there are no worker processes to check')

@@ -67,3 +67,23 @@ def test_the_ray_cli_itself_is_a_documented_gap():
     with pytest.raises(gaps.RayAdapterGapError, match="ray.scripts.scripts.cli") as info:
         scripts.cli
     assert "compat_matrix/ray.scripts.scripts.toml" in str(info.value)
+
+
+def test_runtime_env_packaging_imports_and_reloads():
+    """NeMo-RL's init_ray(), before it starts a new cluster: ``import
+    ray._private.runtime_env.packaging as _pkg; importlib.reload(_pkg)`` (to clear Ray's
+    upload cache). The module imports and reloads through the hook, with Ray's constants; Ray's
+    upload/download functions raise the documented gap."""
+    out = run_code(
+        "import importlib\n"
+        "import ray._private.runtime_env.packaging as _pkg\n"
+        "again = importlib.reload(_pkg)\n"
+        "print(again is _pkg, _pkg.RAY_PKG_PREFIX, _pkg.GCS_STORAGE_MAX_SIZE, _pkg.TAR_EXTENSIONS)\n"
+        "try:\n"
+        "    _pkg.upload_package_if_needed\n"
+        "except AttributeError as exc:\n"
+        "    print(type(exc).__name__, 'ray._private.runtime_env.packaging.toml' in str(exc))\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "True _ray_pkg_ 536870912 ('.tar.gz', '.tgz', '.tar.bz2', '.tar.xz')",
+        "RayAdapterGapError True"]

@@ -10,6 +10,8 @@ import pytest
 
 from ray_adapter import gaps
 
+from conftest import run_code
+
 THREADS = "yr local mode runs tasks as threads of the driver: no process per env, one cwd"
 
 
@@ -247,18 +249,54 @@ def test_a_submitted_jobs_env_is_merged_with_init_s(ray_module, monkeypatch):
 
 
 @pytest.mark.parametrize("field, value", [
-    ("pip", ["requests"]), ("uv", ["requests"]), ("conda", "base"), ("py_executable", "python3"),
+    ("pip", ["requests"]), ("uv", ["requests"]), ("conda", "base"),
     ("container", {"image": "x"}), ("image_uri", "docker.io/x"), ("nsight", "default"),
     ("java_jars", ["a.jar"]), ("my_plugin", {"a": 1})])
 def test_unsupported_fields_raise_the_gap_naming_them(ray, field, value):
+    """As Ray, a runtime env is set up when the task is submitted or the actor created: the
+    decorator and .options() accept the field (NeMo-RL decorates classes with nsight envs at
+    module level), .remote() raises the gap naming it and pointing to the matrix."""
     @ray.remote
     def f():
         return 1
 
+    options = f.options(runtime_env={field: value})
+    decorated = ray.remote(runtime_env={field: value})(type("C", (), {}))
+    with pytest.raises(gaps.RayAdapterOptionError, match=rf"runtime_env\['{field}'\]") as info:
+        options.remote()
+    assert "compat_matrix" in str(info.value)
     with pytest.raises(gaps.RayAdapterOptionError, match=rf"runtime_env\['{field}'\]"):
-        f.options(runtime_env={field: value}).remote()
+        decorated.remote()
     with pytest.raises(gaps.RayAdapterOptionError, match=rf"runtime_env\['{field}'\]"):
-        ray.remote(runtime_env={field: value})(type("C", (), {}))
+        decorated.options(num_cpus=0).remote()
+    assert ray.get(f.remote(), timeout=60) == 1  # the function itself is unharmed
+
+
+def test_a_class_decorated_with_nsight_imports_and_fails_only_when_created():
+    """NeMo-RL's test module decorates a class with ``runtime_env={"nsight": ...}`` at import:
+    importing it must work (it did not: the gap was raised by the decorator)."""
+    out = run_code(
+        "import ray\n"
+        "@ray.remote(num_gpus=1, runtime_env={'nsight': {'t': 'cuda,cudnn,cublas'}})\n"
+        "class Profiled:\n"
+        "    def ping(self):\n"
+        "        return 1\n"
+        "print('imported')\n"
+        "ray.init(num_cpus=1, num_gpus=1)\n"
+        "try:\n"
+        "    Profiled.remote()\n"
+        "except ValueError as exc:\n"
+        "    print(type(exc).__name__, \"runtime_env['nsight']\" in str(exc))\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["imported", "RayAdapterOptionError True"]
+
+
+def test_py_executable_is_a_gap_on_the_yuanrong_backend():
+    from ray_adapter.ray._private import options
+
+    with pytest.raises(gaps.RayAdapterOptionError, match=r"runtime_env\['py_executable'\]"):
+        options.check_runtime_env("actor", {"py_executable": "python3"}, backend="yuanrong")
+    options.check_runtime_env("actor", {"py_executable": "python3"}, backend="embedded")
 
 
 def test_remote_packages_and_wheels_are_gaps(ray_module, tmp_path):
@@ -295,3 +333,128 @@ def test_runtime_env_classes():
         RuntimeEnv(container={"image": "x"}, working_dir=".")
     with pytest.raises(TypeError, match=r"runtime_env\['excludes'\] must be of type List\[str\]"):
         RuntimeEnv(excludes="*.log")
+
+
+# -- py_executable (embedded): workers started with the command, as Ray's are -------------------
+def _wrapper(tmp_path):
+    """A py_executable that records each start (its arguments) and runs this interpreter."""
+    log = tmp_path / "starts.log"
+    script = tmp_path / "wrapped-python"
+    script.write_text(f"#!/bin/bash\necho \"$@\" >> {log}\nexport VIA_WRAPPER=1\n"
+                      f"exec {sys.executable} \"$@\"\n")
+    script.chmod(0o755)
+    return str(script), log
+
+
+def _second_venv(tmp_path, with_adapter):
+    """A real second virtualenv (no pip: fast); ``with_adapter``: it sees this interpreter's
+    site-packages (so ray-adapter and its dependencies), through a .pth file."""
+    import site
+    import subprocess
+    import sysconfig
+
+    venv = tmp_path / ("venv-with" if with_adapter else "venv-without")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    if with_adapter:
+        purelib = sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"]
+        lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
+        (venv.parent / purelib).joinpath("driver-site.pth").write_text(lines)
+    return str(venv / "bin" / "python")
+
+
+@pytest.mark.embedded_only("py_executable is an embedded-backend field (a gap on yuanrong)")
+def test_py_executable_starts_tasks_and_actors_with_that_command(ray, tmp_path):
+    wrapper, log = _wrapper(tmp_path)
+
+    @ray.remote
+    def where():
+        return os.environ.get("VIA_WRAPPER"), os.environ.get("PYEXEC_PREFIX_VAR")
+
+    @ray.remote
+    class Where:
+        def where(self):
+            return os.environ.get("VIA_WRAPPER"), sys.executable
+
+    assert ray.get(where.remote(), timeout=60) == (None, None)
+    env = {"py_executable": wrapper}
+    assert ray.get(where.options(runtime_env=env).remote(), timeout=60) == ("1", None)
+    # A command prefix with words of its own, as Ray's (bash runs it).
+    prefix = {"py_executable": f"env PYEXEC_PREFIX_VAR=prefix {wrapper}"}
+    assert ray.get(where.options(runtime_env=prefix).remote(), timeout=60) == ("1", "prefix")
+    actor = Where.options(runtime_env=env).remote()
+    assert ray.get(actor.where.remote(), timeout=60) == ("1", sys.executable)
+    starts = log.read_text().splitlines()
+    # (the actor may reuse the idle worker of the first task: same env, as Ray's pool does)
+    assert len(starts) >= 2 and all(line.split()[0].endswith("default_worker.py") for line in starts)
+    # The driver's own interpreter named explicitly is the default process (NeMo-RL's SYSTEM).
+    assert ray.get(where.options(runtime_env={"py_executable": sys.executable}).remote(),
+                   timeout=60) == (None, None)
+
+
+@pytest.mark.embedded_only("py_executable is an embedded-backend field (a gap on yuanrong)")
+def test_py_executable_of_a_second_venv_runs_its_interpreter(ray, tmp_path):
+    python = _second_venv(tmp_path, with_adapter=True)
+
+    @ray.remote
+    def interpreter():
+        return sys.executable
+
+    @ray.remote
+    class Interpreter:
+        def get(self):
+            return sys.executable
+
+    env = {"py_executable": python}
+    assert ray.get(interpreter.options(runtime_env=env).remote(), timeout=60) == python
+    assert ray.get(Interpreter.options(runtime_env=env).remote().get.remote(), timeout=60) == python
+    assert ray.get(interpreter.remote(), timeout=60) == sys.executable
+
+
+@pytest.mark.embedded_only("py_executable is an embedded-backend field (a gap on yuanrong)")
+def test_a_py_executable_that_cannot_start_a_worker_fails_with_runtime_env_setup_error(ray, tmp_path):
+    """Ray retries such a worker and never answers; the adapter fails the task or actor with
+    RuntimeEnvSetupError naming the py_executable (and why), and does not retry it."""
+    without = _second_venv(tmp_path, with_adapter=False)
+
+    @ray.remote
+    def f():
+        return 1
+
+    @ray.remote
+    class A:
+        def ping(self):
+            return 1
+
+    for command, why in ((without, "cannot import ray_adapter"),
+                         ("/nonexistent/python", "not found")):
+        env = {"py_executable": command}
+        with pytest.raises(ray.exceptions.RuntimeEnvSetupError) as info:
+            ray.get(f.options(runtime_env=env).remote(), timeout=60)
+        assert command in str(info.value) and why in str(info.value)
+        assert str(info.value).startswith("Failed to set up runtime environment.")
+        actor = A.options(runtime_env=env, max_restarts=2).remote()
+        with pytest.raises(ray.exceptions.RuntimeEnvSetupError) as info:
+            ray.get(actor.ping.remote(), timeout=60)
+        assert "Could not create the actor" in str(info.value) and command in str(info.value)
+    assert ray.get(f.remote(), timeout=60) == 1
+
+
+@pytest.mark.embedded_only("py_executable is an embedded-backend field (a gap on yuanrong)")
+def test_a_job_py_executable_starts_every_worker_with_it(ray_module, tmp_path):
+    ray = ray_module
+    wrapper, log = _wrapper(tmp_path)
+    ray.init(num_cpus=2, runtime_env={"py_executable": wrapper})
+
+    @ray.remote
+    def where():
+        return os.environ.get("VIA_WRAPPER")
+
+    @ray.remote
+    class Where:
+        def where(self):
+            return os.environ.get("VIA_WRAPPER")
+
+    assert ray.get([where.remote() for _ in range(4)], timeout=60) == ["1"] * 4
+    assert ray.get(Where.remote().where.remote(), timeout=60) == "1"
+    assert ray.get(where.options(runtime_env={"env_vars": {"X": "1"}}).remote(), timeout=60) == "1"
+    assert log.read_text().count("default_worker.py") >= 2

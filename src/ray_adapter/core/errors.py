@@ -96,6 +96,7 @@ class ActorDeath(str, enum.Enum):
     NODE_DIED = "node_died"            # its node was removed and no restart was left (node_id)
     PLACEMENT_GROUP_REMOVED = "placement_group_removed"  # its group was removed (group_id)
     UNSCHEDULABLE = "unschedulable"    # it can never be placed (reason: an Unschedulable reason)
+    ENV_SETUP_FAILED = "env_setup_failed"  # its runtime env could not start its process (detail)
 
 
 class ActorDied(CoreError):

@@ -7,9 +7,10 @@ except ``env_vars``, merged per variable. Fields that decide how a worker *proce
 actors with the same key.
 """
 import json
+import sys
 
-#: Fields that shape a worker process (its environment, cwd and import path at start).
-PROCESS_FIELDS = ("env_vars", "working_dir", "py_modules")
+#: Fields that shape a worker process (its environment, cwd, import path and interpreter).
+PROCESS_FIELDS = ("env_vars", "working_dir", "py_modules", "py_executable")
 #: The variable naming a setup hook each worker process of the env runs at start.
 SETUP_HOOK_ENV_VAR = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 SETUP_HOOK_PICKLED = "ray_adapter_func::"
@@ -27,9 +28,20 @@ def merge(parent, child):
     return out
 
 
+def py_executable(env):
+    """The command that starts ``env``'s worker processes (its ``py_executable``), or None for
+    the driver's own interpreter (``sys.executable``, the default: Ray's too)."""
+    command = (env or {}).get("py_executable")
+    if not command or command.strip() == sys.executable:
+        return None
+    return command
+
+
 def process_key(env):
     """A hashable key of ``env``'s process-shaping fields (None for the default process)."""
     fields = {k: env[k] for k in PROCESS_FIELDS if env and env.get(k)}
+    if "py_executable" in fields and py_executable(env) is None:
+        del fields["py_executable"]  # the driver's interpreter: the default process
     if not fields:
         return None
     return json.dumps(fields, sort_keys=True, default=str)

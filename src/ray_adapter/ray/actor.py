@@ -130,7 +130,7 @@ class ActorClass:
         _methods.check_groups(user_cls.__name__, state["_ray_methods"], groups)
         state.update(
             _default_options=options, _signature=None,
-            _ray_checked_backend=_options.check("actor", options),
+            _ray_checked_backend=_options.check("actor", options, submitting=False),
             __ray_metadata__=_ActorClassMetadata(state["_ray_modified_class"], user_cls.__qualname__,
                                             state["_ray_methods"], groups))
         clone.__dict__.update(state)
@@ -200,7 +200,7 @@ def _create(actor_class, args, kwargs):
     _check_call(actor_class, cls, args, kwargs)
     core = _ensure_core()
     if core.backend_name != actor_class._ray_checked_backend:  # chosen by ray.init after decoration
-        _options.check("actor", actor_class._default_options, core.backend_name)
+        _options.check("actor", actor_class._default_options, core.backend_name, submitting=False)
         for method_options in actor_class._ray_methods.values():
             _options.check("method", method_options, core.backend_name)
         actor_class._ray_checked_backend = core.backend_name

@@ -95,7 +95,7 @@ class RemoteFunction:
         self._function = function
         self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
         self._default_options = dict(options or {})
-        self._checked_backend = _options.check("task", self._default_options)
+        self._checked_backend = _options.check("task", self._default_options, submitting=False)
         self._is_generator = generators.is_generator_callable(function)
         if _key is None:  # decoration and .options() check it; copies share the key
             generators.validate_num_returns(self._is_generator, self._default_options.get("num_returns"), 5)
@@ -140,7 +140,7 @@ class RemoteFunction:
         _check_call(self, self._function, args, kwargs)
         core = _ensure_core()
         if core.backend_name != self._checked_backend:  # chosen by ray.init after decoration
-            self._checked_backend = _options.check("task", self._default_options, core.backend_name)
+            self._checked_backend = _options.check("task", self._default_options, core.backend_name, submitting=False)
         opts = self._core_options
         if opts is None:
             opts = self._core_options = _options.task_options(

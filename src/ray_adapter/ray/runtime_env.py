@@ -83,9 +83,11 @@ class RuntimeEnv(dict):
     in a copy of it), ``py_modules`` (local directories, .py files or imported modules, job
     level only), ``excludes`` (gitignore-style patterns left out of both), ``env_vars``
     (``Dict[str, str]``), ``config`` (:class:`RuntimeEnvConfig`), ``worker_process_setup_hook``
-    (a callable or ``"module.function"``, run in each worker process at start), and ``pip``,
-    ``uv``, ``conda``, ``container``, ``image_uri``, ``py_executable``, ``nsight``, which are
-    gaps (see the compat matrix). Extra keyword fields are kept as given (Ray's plugins).
+    (a callable or ``"module.function"``, run in each worker process at start),
+    ``py_executable`` (the command starting worker processes, embedded backend), and ``pip``,
+    ``uv``, ``conda``, ``container``, ``image_uri``, ``nsight``, which are gaps raised when the
+    task is submitted or the actor created (see the compat matrix). Extra keyword fields are
+    kept as given (Ray's plugins).
     """
 
     known_fields = {"py_modules", "py_executable", "java_jars", "working_dir", "conda", "pip", "uv",

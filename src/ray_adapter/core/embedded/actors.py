@@ -160,7 +160,9 @@ class ActorManager(ActorCallsMixin):
             o.generator_backpressure)
         with self._lock:
             dead = actor.state is ActorState.DEAD
-            if not dead:
+            # A new worker that already ended (its exit handler found no actor): failed here.
+            gone = not dead and worker.state is WorkerState.DEAD
+            if not dead and not gone:
                 actor.worker, actor.grant = worker, grant
                 worker.actor = actor
                 worker.state = WorkerState.ACTOR
@@ -169,6 +171,10 @@ class ActorManager(ActorCallsMixin):
         if dead:
             rt.pool.put_back(worker)
             rt.scheduler.run(rt.scheduler.release(grant))
+            return
+        if gone:
+            rt.scheduler.run(rt.scheduler.release(grant))
+            self.die(actor, self._boot_death(actor, worker))
             return
         rt.events.running(creation_task_id(actor.actor_id), worker)
         self._flush(actor)  # calls are pipelined behind the constructor
@@ -209,7 +215,9 @@ class ActorManager(ActorCallsMixin):
                 actor.inflight.clear()
                 code = worker.proc.returncode
                 killed = False
-                if worker.exit_intended:
+                if worker.boot_failure is not None:  # no restart can start it either
+                    death = self._boot_death(actor, worker)
+                elif worker.exit_intended:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
                 elif actor.restarts_left != 0:
                     # Calls sent behind a constructor that never finished never started
@@ -240,7 +248,7 @@ class ActorManager(ActorCallsMixin):
                 else:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.CRASHED,
                                              actor.options.class_name, pid=worker.pid, exit_code=code)
-                crashed = not worker.exit_intended and not killed
+                crashed = not worker.exit_intended and not killed and worker.boot_failure is None
         if crashed:
             notice_worker_died(worker.pid, code)
         if grant is not None:
@@ -251,6 +259,17 @@ class ActorManager(ActorCallsMixin):
             self.die(actor, death.located(None, None, worker.node.ip), inflight)
         elif restart:
             self._place(actor)
+
+    @staticmethod
+    def _boot_death(actor, worker):
+        """The death of ``actor`` whose new ``worker`` ended at start: its runtime env's
+        py_executable could not start it (ENV_SETUP_FAILED, Ray's RuntimeEnvSetupError), or it
+        died for another reason (SPAWN_FAILED)."""
+        if worker.boot_failure is not None:
+            return errors.ActorDied(actor.actor_id, errors.ActorDeath.ENV_SETUP_FAILED,
+                                    actor.options.class_name, detail=worker.boot_failure)
+        return errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED, actor.options.class_name,
+                                detail="its new worker process ended at start")
 
     def die(self, actor, death, extra_calls=(), retire=True):
         """Mark ``actor`` dead with ``death``: its queued and in-flight calls fail with it, its

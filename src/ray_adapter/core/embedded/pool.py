@@ -8,7 +8,10 @@ killed, and the backend told, so no task is left waiting on a dead worker.
 
 :class:`WorkerPool` keeps idle task workers per node and runtime env (a worker is started for one
 env: its environment, cwd and import path, see :mod:`.runtime_envs`, and is reused only for
-tasks of the same env, as Ray's workers are). Processes are spawned outside every lock,
+tasks of the same env, as Ray's workers are; an env's ``py_executable`` starts its workers with
+that command, as Ray's ``bash -c "exec <py_executable> <worker script> ..."``, and one that ends
+before it said Hello fails its task or actor with the reason, see :func:`boot_failure`).
+Processes are spawned outside every lock,
 by the thread that needs one (or the pre-start thread); a new worker can be sent work at once,
 since its messages wait in the socket until it has booted.
 
@@ -19,6 +22,7 @@ component that took the worker (task manager or actor manager) and are changed u
 import collections
 import enum
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -30,6 +34,7 @@ from ray_adapter.core import ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.entry import default_worker as entry
 from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking
 from ray_adapter.core.embedded.zygote import Zygote
 from ray_adapter.core.threads import blocking_signals, start_daemon
@@ -49,7 +54,7 @@ class WorkerState(enum.Enum):
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
-                 "followers", "__weakref__")
+                 "followers", "booted", "boot_failure", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -70,6 +75,8 @@ class WorkerHandle:
             channel.codec = DriverCodec(arena, self.pins)
         self.spec = spec            # the runtime_envs.WorkerSpec it was started with
         self.followers = collections.deque()  # tasks sent behind the running one (task_pipeline)
+        self.booted = False         # it said Hello (set by its reader thread)
+        self.boot_failure = None    # why a py_executable worker ended before Hello (its reader)
 
     @property
     def alive(self):
@@ -114,9 +121,10 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._arena = arena
         self._zygote = None
-        if fork_workers:
+        if fork_workers and default_spec.py_executable is None:
             # The template is started as the job's workers are (environment, cwd): only
-            # workers of the job's runtime env are forked from it, the others are exec'd.
+            # workers of the job's runtime env are forked from it, the others are exec'd (all
+            # of them when the job's env names a py_executable: the template is this Python).
             out = None if log_to_driver else subprocess.DEVNULL
             try:
                 # It removes the session directory when the driver is gone, however it ended.
@@ -171,12 +179,19 @@ class WorkerPool:
             child.close()
 
     def _exec(self, spec):
-        """``(socket, process)`` of a worker in a fresh interpreter (about 150 ms of CPU)."""
+        """``(socket, process)`` of a worker in a fresh interpreter (about 150 ms of CPU); with
+        the spec's ``py_executable``, started as Ray starts one: bash runs ``exec <command>
+        <worker script> FD`` (the command a shell prefix: ``uv run ...``, a wrapper, a venv's
+        python)."""
         parent, child = socket.socketpair()
         out = None if self._log_to_driver else subprocess.DEVNULL
+        if spec.py_executable is None:
+            argv = [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())]
+        else:
+            argv = ["bash", "-c", f"exec {spec.py_executable} {shlex.quote(entry.__file__)} {child.fileno()}"]
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ray_adapter.core.embedded.worker", str(child.fileno())],
+                argv,
                 pass_fds=(child.fileno(),), env=spec.environ, cwd=spec.cwd, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=out, start_new_session=True, close_fds=True)
         except BaseException:
@@ -261,7 +276,11 @@ class WorkerPool:
         try:
             while True:
                 body, buffers = channel.recv()
-                dispatch(worker, decode(body), buffers)
+                message = decode(body)
+                if not worker.booted and type(message) is protocol.Hello:
+                    worker.booted = True
+                dispatch(worker, message, buffers)
+                del message
                 del body, buffers  # do not keep the last payload alive until the next one
         except ChannelClosed:
             pass
@@ -280,6 +299,8 @@ class WorkerPool:
             worker.proc.kill()
             worker.proc.wait()
         worker.kill_group()  # what its tasks started dies with it, as in Ray
+        if not worker.booted and worker.spec.py_executable is not None and worker.state is not WorkerState.RETIRED:
+            worker.boot_failure = boot_failure(worker.spec.py_executable, worker.proc.returncode)
         worker.channel.close()
         worker.pins.clear()  # its views of arena blocks died with it
         with self._lock:
@@ -318,6 +339,19 @@ class WorkerPool:
             worker.channel.close()
         if self._zygote is not None:
             self._zygote.close()
+
+
+def boot_failure(command, code):
+    """Why a worker started with ``py_executable`` ``command`` ended (exit code ``code``)
+    before it connected: the detail of the RuntimeEnvSetupError its task or actor fails with."""
+    if code == entry.NO_ADAPTER_EXIT_CODE:
+        why = "its interpreter cannot import ray_adapter: install ray-adapter into that environment"
+    elif code == 127:
+        why = "the command was not found (exit code 127)"
+    else:
+        why = f"it exited with code {code} before the worker started"
+    return (f"The worker process for runtime_env py_executable {command!r} could not be started: "
+            f"{why}. Its output, on the driver's stderr, says more.")
 
 
 def worker_environment(job_env_vars):

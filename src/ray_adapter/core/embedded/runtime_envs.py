@@ -11,9 +11,10 @@ is named by a URI like Ray's (``gcs://_ray_pkg_<content hash>.zip``), which is w
 carry from then on (and what ``get_runtime_context().runtime_env`` shows).
 
 A :class:`WorkerSpec` says how to start a worker process for an env: its environment
-(``env_vars`` over the driver's), its cwd (the working_dir copy) and its import path
+(``env_vars`` over the driver's), its cwd (the working_dir copy), its import path
 (``PYTHONPATH``: the working_dir copy, then each py_modules copy, then, without a working_dir,
-the driver's own code folders). Workers are pooled per spec key.
+the driver's own code folders) and its interpreter (``py_executable``: a command prefix, as in
+Ray; None for the driver's). Workers are pooled per spec key.
 
 The session directory (``<tmp>/ray-adapter-session-*``) goes with the session: removed at
 ``shutdown``, by the worker template when the driver dies however (SIGKILL included: the
@@ -34,7 +35,7 @@ import threading
 import zipfile
 
 from ray_adapter.core import errors
-from ray_adapter.core.runtime_env import merge, process_key
+from ray_adapter.core.runtime_env import merge, process_key, py_executable
 
 PACKAGE_PREFIX = "gcs://_ray_pkg_"
 SESSION_PREFIX = "ray-adapter-session-"
@@ -46,12 +47,15 @@ MAX_PACKAGE_BYTES = 512 * 1024 * 1024
 
 class WorkerSpec:
     """How a worker process for one env starts: ``environ`` (its whole environment), ``cwd``
-    (None: the driver's) and ``env`` (the runtime env it reports); ``key`` pools it."""
+    (None: the driver's), ``py_executable`` (the command that runs its interpreter, a shell
+    command prefix as Ray's ``py_executable``; None: the driver's ``sys.executable``) and
+    ``env`` (the runtime env it reports); ``key`` pools it."""
 
-    __slots__ = ("key", "env", "environ", "cwd")
+    __slots__ = ("key", "env", "environ", "cwd", "py_executable")
 
-    def __init__(self, key, env, environ, cwd):
+    def __init__(self, key, env, environ, cwd, py_executable=None):
         self.key, self.env, self.environ, self.cwd = key, env, environ, cwd
+        self.py_executable = py_executable
 
 
 def _default_excludes():
@@ -271,7 +275,7 @@ class RuntimeEnvs:
         elif user_paths:
             paths.append(user_paths)
         environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        spec = WorkerSpec(key, dict(env or {}), environ, cwd)
+        spec = WorkerSpec(key, dict(env or {}), environ, cwd, py_executable(env))
         with self._lock:
             return self._specs.setdefault(key, spec)
 

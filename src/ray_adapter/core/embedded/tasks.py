@@ -27,6 +27,7 @@ from time import monotonic as _monotonic
 
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.scheduler import Demand
 from ray_adapter.core.embedded.task_pipeline import QUICK_TASK_S, TaskPipelineMixin
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
@@ -158,7 +159,9 @@ class TaskManager(TaskPipelineMixin):
         message, buffers = self._run_message(record, grant)
         with self._lock:
             cancelled = record.cancelled
-            if not cancelled:
+            # A new worker that already ended (its exit handler found no task): failed here.
+            gone = not cancelled and worker.state is WorkerState.DEAD
+            if not cancelled and not gone:
                 record.state = TaskState.RUNNING
                 record.started = _monotonic()
                 record.grant, record.worker = grant, worker
@@ -169,6 +172,13 @@ class TaskManager(TaskPipelineMixin):
             rt.pool.put_back(worker)
             rt.scheduler.run(rt.scheduler.release(grant))
             self._finish_cancelled(record)
+            return
+        if gone:
+            rt.scheduler.run(rt.scheduler.release(grant))
+            error = (errors.EnvSetupFailed(worker.boot_failure) if worker.boot_failure is not None
+                     else errors.WorkerDied(record.options.name, errors.WorkerDeath.SPAWN_FAILED,
+                                            detail="its new worker process ended at start"))
+            self._finish_claimed(record, [rt.error_data(error)], True)
             return
         rt.events.running(record.task_id, worker)
         if record.streaming:
@@ -241,6 +251,8 @@ class TaskManager(TaskPipelineMixin):
             grant, record.grant, record.worker = record.grant, None, None
             if record.cancelled or record.evicted:
                 outcome = "cancelled" if record.cancelled else "evicted"
+            elif worker.boot_failure is not None:
+                outcome = "setup"  # its py_executable cannot start a worker: no retry helps
             elif record.retries_left != 0:
                 left = record.retries_left  # Ray's notice counts the retries before this one
                 if record.retries_left > 0:
@@ -251,10 +263,12 @@ class TaskManager(TaskPipelineMixin):
                 outcome = "died"
         rt.scheduler.run(rt.scheduler.release(grant))
         code = worker.proc.returncode
-        if outcome not in ("cancelled", "evicted"):
+        if outcome not in ("cancelled", "evicted", "setup"):
             notice_worker_died(worker.pid, code)
         if outcome == "cancelled":
             self._finish_cancelled(record)
+        elif outcome == "setup":
+            self._finish_claimed(record, [rt.error_data(errors.EnvSetupFailed(worker.boot_failure))], True)
         elif outcome == "evicted":
             self.on_unschedulable(record, "group_removed")
         elif outcome == "retry":

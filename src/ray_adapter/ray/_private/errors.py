@@ -139,6 +139,11 @@ def from_core_error(err):
     if isinstance(err, core_errors.WorkerDied):
         return WorkerCrashedError(_worker_crash_text(err))
     if isinstance(err, core_errors.ActorDied):
+        if err.cause is ActorDeath.ENV_SETUP_FAILED:  # as Ray: the calls raise this, not ActorDiedError
+            from ray_adapter.ray.exceptions import RuntimeEnvSetupError
+
+            return RuntimeEnvSetupError("Could not create the actor because its associated runtime "
+                                        f"env failed to be created.\n{err.detail}")
         if err.cause is ActorDeath.UNSCHEDULABLE or (
                 err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED and not err.started):
             exc = ActorUnschedulableError(_unschedulable_text(err))

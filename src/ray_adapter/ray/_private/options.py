@@ -34,22 +34,41 @@ def _backend():
     return getattr(core._current, "backend_name", None) or core.select_backend()
 
 
-def check(owner, options, backend=None):
+def check(owner, options, backend=None, *, submitting=True):
     """Validate ``options`` (a dict) for ``owner`` ("task", "actor", "init" or "method") on
     ``backend`` (default: the running one, else the one ``ray.init()`` would pick); returns the
     backend it checked for. Raises ValueError for an unknown keyword (as Ray),
     RayAdapterOptionError for a gap. A partial option given a value the matrix does not list as
     fully supported warns once per process only when ``RAY_ADAPTER_WARN_PARTIAL=1`` (Ray prints
-    nothing)."""
+    nothing).
+
+    ``submitting=False`` (decoration and ``.options()``): the fields of a task's or actor's
+    ``runtime_env`` the backend does not provide are not judged yet. Ray sets a runtime env up
+    (its plugins: nsight, conda, ...) only when the task is submitted or the actor created, so
+    a class decorated with one imports fine; :func:`check_runtime_env` judges them then."""
     table = matrix.options(owner)
     backend = backend or _backend()
     if backend not in matrix.BACKENDS:
         backend = matrix.BACKENDS[0]
-    _check_all(owner, options, table, backend)
+    _check_all(owner, options, table, backend, submitting or owner not in ("task", "actor"))
     return backend
 
 
-def _check_all(owner, options, table, backend):
+def check_runtime_env(owner, runtime_env, backend=None):
+    """At submission (``.remote()``): raise the documented gap (RayAdapterOptionError naming
+    the field, pointing to the matrix) for a ``runtime_env`` field of ``owner`` ("task" or
+    "actor") that ``backend`` (default: the running one) does not provide."""
+    if not runtime_env:
+        return
+    backend = backend or _backend()
+    if backend not in matrix.BACKENDS:
+        backend = matrix.BACKENDS[0]
+    entry = matrix.options(owner).get("runtime_env")
+    if entry is not None and entry.status(backend) != "supported":
+        _judge_partial(owner, "runtime_env", runtime_env, entry, backend)
+
+
+def _check_all(owner, options, table, backend, submitting=True):
     for key, value in options.items():
         entry = table.get(key)
         if entry is None:
@@ -58,7 +77,7 @@ def _check_all(owner, options, table, backend):
                 f"{sorted(table)}.")
         _check_value(key, value)
         status = entry.status(backend)
-        if status == "supported" or value is None:
+        if status == "supported" or value is None or (key == "runtime_env" and not submitting):
             continue
         if status == "gap":
             raise gaps.option_gap_error(_OWNER_API[owner], key, entry.note)
@@ -73,7 +92,7 @@ def _judge_partial(owner, key, value, entry, backend):
     types = entry.get("supported_types")
     if types and type(value).__name__ in types:
         return
-    keys = entry.get("supported_keys")
+    keys = entry.get(f"supported_keys_{backend}", entry.get("supported_keys"))
     if keys is not None and isinstance(value, dict):
         extra = sorted(k for k, v in dict(value).items() if v is not None and k not in keys)
         if not extra:
@@ -280,7 +299,7 @@ def task_options(options, function_name, is_generator=False, repr_name=None):
         max_retries=3 if max_retries is None else max_retries,
         max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
-        runtime_env=_task_env(options.get("runtime_env")),
+        runtime_env=_task_env(options.get("runtime_env"), "task"),
         # Ray names the function by its qualified name in placement-group errors.
         scheduling=static_placement(options, resources, repr_name or function_name),
     )
@@ -325,7 +344,7 @@ def actor_options(options, cls, handle_meta, is_async):
         namespace=namespace,
         get_if_exists=bool(options.get("get_if_exists")),
         detached=lifetime == "detached",
-        runtime_env=_task_env(options.get("runtime_env")),
+        runtime_env=_task_env(options.get("runtime_env"), "actor"),
         handle_meta=handle_meta,
         concurrency_groups=dict(options.get("concurrency_groups") or {}),
         max_pending_calls=-1 if options.get("max_pending_calls") is None else options["max_pending_calls"],
@@ -343,12 +362,14 @@ def _or_default(value, default):
     return default if value is None else value
 
 
-def _task_env(runtime_env):
-    """A task's or actor's runtime_env as the core takes it (checked as Ray checks it)."""
+def _task_env(runtime_env, owner):
+    """A task's or actor's (``owner``) runtime_env as the core takes it, at submission:
+    checked as Ray checks it, and its fields against what the backend provides."""
     if not runtime_env:
         return None
     from ray_adapter.ray._private.runtime_env.validation import for_task
 
+    check_runtime_env(owner, runtime_env)
     return for_task(runtime_env)
 
 

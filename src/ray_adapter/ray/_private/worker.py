@@ -3,6 +3,7 @@
 Each function checks its arguments the way Ray 2.x does, then calls the runtime core
 (:mod:`ray_adapter.core`); core failures are turned into :mod:`ray.exceptions` classes.
 """
+import atexit
 import os
 import sys
 import threading
@@ -212,6 +213,12 @@ def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
         _context = None
         if "ray_adapter.ray.cluster_utils" in sys.modules:
             sys.modules["ray_adapter.ray.cluster_utils"]._disconnected()
+
+
+# As Ray (registered when the module loads): the driver's runtime is shut down when the
+# interpreter exits, before objects are finalized, so ``is_initialized()`` is False in the
+# ``__del__`` methods that run then (and a call there behaves as after ``ray.shutdown()``).
+atexit.register(shutdown, _exiting_interpreter=True)
 
 
 def _check_refs(object_refs):
