@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import run_code
+from conftest import run_code
 
 
 @pytest.fixture
