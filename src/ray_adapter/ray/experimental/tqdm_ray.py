@@ -14,6 +14,7 @@ once and draws nothing. Using the module in the driver makes ``print`` :func:`sa
 Thread-safety: the driver's :class:`_BarManager` state is guarded by its ``lock``; state updates
 arrive from worker reader threads and user threads. tqdm writes under its own lock.
 """
+import atexit
 import builtins
 import copy
 import logging
@@ -259,6 +260,16 @@ class _BarManager:
                         bar.bar.refresh()
 
 
+    def close_all(self):
+        """Close the bars still open, left as drawn (registered with ``atexit``: a tqdm bar
+        closed by its ``__del__`` while the interpreter finalizes crashed Python 3.13)."""
+        with self.lock:
+            groups, self.groups = self.groups, {}
+        for group in groups.values():
+            for bar in group.values():
+                bar.bar.close()
+
+
 def _slots(group):
     return 1 + max(bar.state["pos"] for bar in group.values()) if group else 0
 
@@ -270,6 +281,7 @@ def instance():
     with _mgr_lock:
         if _manager is None:
             _manager = _BarManager()
+            atexit.register(_manager.close_all)
             if os.environ.get("RAY_TQDM_PATCH_PRINT", "1").lower() not in ("0", "false"):
                 builtins.print = safe_print
         return _manager
