@@ -9,6 +9,7 @@
 """
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -39,11 +40,17 @@ OPTION_CASES = [
 ]
 
 
+_MISUSE = {"misuse_errors.py"}
+
+
 @pytest.mark.parametrize("backend", matrix.BACKENDS)
 def test_the_projects_own_programs_scan_clean(backend):
     result = scan.scan([str(EXAMPLES), str(PROGRAMS)], backend=backend, jobs=1)
     assert not result.errors
-    bad = [(f.path, f.line, f.symbol, f.status) for f in result.findings if f.status in ("gap", "unknown")]
+    # misuse_errors.py passes values Ray refuses (pip=123, num_returns=-1, ...) on purpose: the
+    # scan cannot call those supported, and says unknown; nothing else may.
+    bad = [(f.path, f.line, f.symbol, f.status) for f in result.findings
+           if f.status == "gap" or (f.status == "unknown" and Path(f.path).name not in _MISUSE)]
     assert not bad, f"these programs run under the adapter, yet the scan says: {bad}"
     assert result.exit_code() == 0
     assert {f.path for f in result.findings} == {str(p) for p in (*EXAMPLES.glob("*.py"), *PROGRAMS.glob("*.py"))}
@@ -59,6 +66,8 @@ def _proxy_raises_gap(module, name):
         getattr(proxy, name)
     except gaps.RayAdapterGap:
         return True
+    except AttributeError:  # `from X import Y` then imports the submodule X.Y, as Python does
+        importlib.import_module(proxy.__name__ + "." + name)
     return False
 
 

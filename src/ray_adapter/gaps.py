@@ -60,6 +60,12 @@ def attribute_gap_error(module, name):
     """The error for ``getattr(<ray module>, name)`` on a name the proxy does not define."""
     qualname = f"{module}.{name}"
     entry = matrix.lookup(module, name) or matrix.module_entry(qualname)
+    if entry is not None and entry.available:
+        # Provided, just not bound yet: a submodule Ray too binds only when it is imported
+        # (ray.util.collective after a bare `import ray`). Python's own error, as under Ray.
+        err = AttributeError(f"module {module!r} has no attribute {name!r}")
+        err.name, err.obj = name, None
+        return err
     if entry is None:
         err = RayAdapterGapError(f"module {module!r} has no attribute {name!r}")
     else:
