@@ -31,14 +31,14 @@ def test_a_non_literal_runtime_env_field_is_judged_by_its_name(tmp_path):
     source.write_text(textwrap.dedent("""\
         import ray
 
-        @ray.remote(runtime_env={"py_executable": EXE, "env_vars": ENV, "pip": None})
+        @ray.remote(runtime_env={"conda": ENV_NAME, "env_vars": ENV, "pip": None})
         def f():
             pass
         """))
     findings, _ = scan_file(str(source))
     status = {f.detail: f.status for f in findings if f.symbol == "task.runtime_env"}
-    # py_executable set to an expression is a gap (was: read as None, "supported").
-    assert status == {'["py_executable"]': "gap", '["env_vars"]': "supported", '["pip"]': "supported"}
+    # conda set to an expression is a gap (was: read as None, "supported").
+    assert status == {'["conda"]': "gap", '["env_vars"]': "supported", '["pip"]': "supported"}
 
 
 def test_the_modules_frameworks_import_work_in_workers():

@@ -63,8 +63,11 @@ def test_aliases_and_submodule_imports():
     # A Ray internal the matrix does not list: provided by the adapter -> unknown; not -> gap.
     internal = Classifier().name("ray._private.profiling")
     assert internal.status == "unknown" and "not in the compat matrix" in internal.reason
-    missing = Classifier().name("ray._private.node.Node")
+    missing = Classifier().name("ray._private.gcs_utils.GcsClient")
     assert missing.status == "gap" and "does not provide it" in missing.reason
+    # A Ray-internal module the matrix lists as a gap answers with its own reason.
+    node = Classifier().name("ray._private.node.Node")
+    assert node.status == "gap" and "not provided" in node.reason
     # `r = ray_like` rebinds the alias: nothing after it is Ray.
     assert not [f for f in found if f.line >= 23]
 
