@@ -2,6 +2,7 @@
 methods, concurrency groups, async __init__, per-method options, pending-call limits, exits and
 restarts, cancellation seen from inside; on real workers of both backends."""
 import asyncio
+import concurrent.futures
 import threading
 import time
 
@@ -522,7 +523,7 @@ def test_a_freed_object_rebuilt_from_its_id_is_never_ready_as_in_ray(ray):
     live = ray.put(2)
     assert ray.wait([made_up, live], num_returns=1) == ([live], [made_up])
     assert ray.wait([made_up, live], num_returns=2, timeout=0.2) == ([live], [made_up])
-    with pytest.raises(TimeoutError):
+    with pytest.raises(concurrent.futures.TimeoutError):  # not the builtin before Python 3.11
         y.future().result(timeout=0.2)
 
 

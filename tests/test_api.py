@@ -880,7 +880,7 @@ def test_runtime_context_get_and_deprecated_ids_as_in_ray(ray):
 def test_runtime_context_and_gpu_ids_start_the_runtime_as_ray_does(api):
     # Ray 2.60 wraps ray.get_runtime_context and ray.get_gpu_ids with its auto-init (as it does
     # ray.get/put/wait): measured with Ray's test_runtime_context.py::test_auto_init.
-    from tests.conftest import run_code
+    from conftest import run_code
 
     out = run_code(f"import ray\nassert not ray.is_initialized()\nray.{api}\n"
                    "print(ray.is_initialized())\nray.shutdown()\n", timeout=120)

@@ -60,7 +60,7 @@ def attribute_gap_error(module, name):
     """The error for ``getattr(<ray module>, name)`` on a name the proxy does not define."""
     qualname = f"{module}.{name}"
     entry = matrix.lookup(module, name) or matrix.module_entry(qualname)
-    if entry is not None and entry.available:
+    if entry is not None and entry.status(_backend()) != "gap":
         # Provided, just not bound yet: a submodule Ray too binds only when it is imported
         # (ray.util.collective after a bare `import ray`). Python's own error, as under Ray.
         err = AttributeError(f"module {module!r} has no attribute {name!r}")

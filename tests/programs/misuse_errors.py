@@ -16,7 +16,8 @@ def show(label, call):
     try:
         value = call()
     except Exception as exc:  # noqa: BLE001 - the class and text are what is compared
-        text = _ID.sub("<id>", str(exc))
+        # Python words int()'s TypeError per version ("a real number" from 3.10 on): the same.
+        text = _ID.sub("<id>", str(exc)).replace("a real number", "a number")
         print(f"{label}: {type(exc).__name__}: {text}")
     else:
         print(f"{label}: returned {type(value).__name__}")
