@@ -16,7 +16,6 @@ import atexit
 import dataclasses
 import os
 import pickle
-import sys
 import time
 import uuid
 
@@ -27,6 +26,7 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
 from ray_adapter.core.embedded.cluster_state import ClusterStateMixin
+from ray_adapter.core.embedded.demands import InfeasibleWarnings
 from ray_adapter.core.embedded.nodes import Nodes
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
@@ -74,7 +74,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def __init__(self):
         self._started = False
-        self._warned_infeasible = set()
+        self._infeasible = InfeasibleWarnings()  # request shapes warned about, once each
 
     # ================================================================== lifecycle
     def start(self, options):
@@ -253,14 +253,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
                                 for i, (oid, data) in enumerate(zip(return_ids, datas))])
 
     def warn_infeasible(self, name, request):
-        key = tuple(sorted(request.items()))
-        if key in self._warned_infeasible:
-            return
-        self._warned_infeasible.add(key)
-        sys.stderr.write(
-            f"ray-adapter: warning: the task or actor {name!r} requests {dict(request)}, which no "
-            f"node can satisfy (cluster resources: {self.scheduler.total()}); it stays pending "
-            "until such resources exist, as in Ray.\n")
+        self._infeasible.warn(name, request, self.scheduler.total())
 
     @staticmethod
     def notice_retry(name, retries_left, error_data, pid=None, exit_code=None):

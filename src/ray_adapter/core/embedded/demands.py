@@ -1,6 +1,10 @@
 """What the scheduler deals in: a :class:`Demand` (resources wanted, and where) and a
 :class:`Grant` (resources given on a node or in a bundle). Plain records: the scheduler
-changes them under its lock; holders read what they were given."""
+changes them under its lock; holders read what they were given. :class:`InfeasibleWarnings`
+says once per request shape that no node can satisfy a demand."""
+import sys
+import threading
+
 from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SHARE
 
 
@@ -60,3 +64,28 @@ class Grant:
         if self.bundle is None:
             return self.units
         return dict(self.units, **{BUNDLE_RESOURCE: BUNDLE_SHARE})
+
+
+class InfeasibleWarnings:
+    """Warns on stderr, once per resource shape, that a task's or actor's request fits no node
+    (it stays pending, as in Ray, whose autoscaler warns the same way).
+
+    Thread-safety: its own leaf lock guards the shapes already warned about; the warning is
+    written after it is released.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._seen = set()
+
+    def warn(self, name, request, total):
+        """``request``: ``{resource: amount}`` of ``name``; ``total``: the cluster's resources."""
+        key = tuple(sorted(request.items()))
+        with self._lock:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+        sys.stderr.write(
+            f"ray-adapter: warning: the task or actor {name!r} requests {dict(request)}, which no "
+            f"node can satisfy (cluster resources: {total}); it stays pending "
+            "until such resources exist, as in Ray.\n")

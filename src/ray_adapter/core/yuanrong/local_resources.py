@@ -23,11 +23,10 @@ that runs it (yr local mode makes one per call it cannot serve at once).
 Thread-safety: ``_lock`` (a leaf lock) guards ``_waiting`` and ``_held``; the scheduler has its
 own. The scheduler's grants are started by :meth:`Scheduler.run`, outside both locks.
 """
-import sys
 import threading
 
 from ray_adapter.core import errors
-from ray_adapter.core.embedded.demands import Demand
+from ray_adapter.core.embedded.demands import Demand, InfeasibleWarnings
 from ray_adapter.core.embedded.resources import to_units
 
 
@@ -58,7 +57,7 @@ class LocalResources:
         self._waiting = {}  # key -> _Waiter not granted yet
         self._held = {}     # key -> Grant held by a running task or a live actor
         self._closed = None  # the error every request gets after close()
-        self._warned = set()  # request shapes warned about as infeasible
+        self._infeasible = InfeasibleWarnings()  # request shapes warned about, once each
 
     # -- the requesting thread (a yr thread running a task or an actor's constructor) --------
     def acquire(self, key, resources, placement=None, name="", callback=None, actor=False):
@@ -83,7 +82,7 @@ class LocalResources:
             self._waiting[key] = waiter
         where = placement if in_group or (placement is not None and placement.kind == "node") else None
         if not self.scheduler.feasible(units, where):
-            self._warn_infeasible(name, resources)
+            self._infeasible.warn(name, resources, self.scheduler.total())
         demand = waiter.demand = Demand(self, waiter, units, where)
         grant = self.scheduler.submit(demand)
         if grant is not None:
@@ -100,18 +99,6 @@ class LocalResources:
         if waiter.error is not None:
             raise waiter.error
         return waiter.grant if callback is None else (waiter.grant, False)
-
-    def _warn_infeasible(self, name, resources):
-        """Once per request shape, as the embedded runtime (and Ray's autoscaler) warn."""
-        key = tuple(sorted(resources.items()))
-        with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        sys.stderr.write(
-            f"ray-adapter: warning: the task or actor {name!r} requests {dict(resources)}, which no "
-            f"node can satisfy (cluster resources: {self.scheduler.total()}); it stays pending "
-            "until such resources exist, as in Ray.\n")
 
     def _settle(self, waiter):
         with self._lock:
