@@ -86,7 +86,9 @@ class PlacementGroupID(_BaseID):
     SIZE = 18
 
 
-_UNKNOWN_OWNER_ADVICE = (
+#: The advice every one of Ray 2.60's "owner is unknown" errors ends with (a ref of an earlier
+#: session: passed to a task, stored in a value, or given to ray.get / ray.wait).
+UNKNOWN_OWNER_ADVICE = (
     "Please make sure that all Ray objects you are trying to access are part of the current Ray "
     "session. Note that object IDs generated randomly (ObjectID.from_random()) or out-of-band "
     "(ObjectID.from_binary(...)) cannot be passed as a task argument because Ray does not know "
@@ -98,7 +100,7 @@ def unknown_owner_error(ref):
     """Ray's ValueError for a ref of a previous session (its owner is gone) passed to a task or
     stored in a value."""
     return ValueError("An application is trying to access a Ray object whose owner is "
-                      f"unknown({ref.hex()}). {_UNKNOWN_OWNER_ADVICE}")
+                      f"unknown({ref.hex()}). {UNKNOWN_OWNER_ADVICE}")
 
 
 def from_old_sessions(refs):

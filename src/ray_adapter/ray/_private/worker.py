@@ -15,7 +15,7 @@ from ray_adapter.core import relays as _relays
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private.core_access import context_if_started, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
-from ray_adapter.ray._raylet import ObjectRef
+from ray_adapter.ray._raylet import UNKNOWN_OWNER_ADVICE, ObjectRef, from_old_sessions
 
 LOCAL_MODE = 2
 
@@ -268,7 +268,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     if timeout is not None and timeout < 0:
         timeout = None  # as Ray: a negative timeout waits for ever
     core = _ensure_core()
-    stale = [r for r in refs if r._core is not None and r._core is not core]
+    stale = from_old_sessions(refs)
     if stale:
         raise ValueError(_UNKNOWN_OWNER_GET + "".join(f"{r.hex()}, " for r in stale) + "].")
     with translated:
@@ -343,8 +343,7 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
                     by_id[peek] = r
             else:
                 by_id[r._id] = r
-        stale = [r for r in by_id.values() if type(r) is ObjectRef and r._core is not None
-                 and r._core is not core]
+        stale = from_old_sessions([r for r in by_id.values() if type(r) is ObjectRef])
         needed = num_returns - len(ended)
         if by_id and (needed > 0 or stale):
             # As Ray: a ref of an earlier session fails the wait unless the others answer it.
@@ -365,16 +364,11 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
 # Ray 2.60's errors for an ObjectRef made in an earlier session (before ray.shutdown()): its
 # owner is gone. A ref of this session whose object is unknown (freed, or an id made up) is
 # never ready instead (see ``wait``).
-_UNKNOWN_OWNER_NOTE = (
-    "Please make sure that all Ray objects you are trying to access are part of the current Ray "
-    "session. Note that object IDs generated randomly (ObjectID.from_random()) or out-of-band "
-    "(ObjectID.from_binary(...)) cannot be passed as a task argument because Ray does not know "
-    "which task created them. If this was not how your object ID was generated, please file an "
-    "issue at https://github.com/ray-project/ray/issues/")
+# (ray.wait words the id with a space before its parenthesis, a task argument's error without.)
 _UNKNOWN_OWNER_WAIT = ("An application is trying to access a Ray object whose owner is unknown({} "
-                       "). " + _UNKNOWN_OWNER_NOTE.replace("{", "{{").replace("}", "}}"))
+                       "). " + UNKNOWN_OWNER_ADVICE.replace("{", "{{").replace("}", "}}"))
 _UNKNOWN_OWNER_GET = ("You are trying to access Ray objects whose owner is unknown. "
-                      + _UNKNOWN_OWNER_NOTE + ". Owners not found for objects [")
+                      + UNKNOWN_OWNER_ADVICE + ". Owners not found for objects [")
 
 
 def _is_generator(value):
