@@ -220,9 +220,12 @@ except Exception as e:
 # --- cancellation -----------------------------------------------------------
 # Tasks signal "started" by creating a marker file, so the driver knows the
 # task is running without relying on sleeps.
+import atexit
+import shutil
 import tempfile
 
 marker_dir = tempfile.mkdtemp(prefix="ray_cancel_test_")
+atexit.register(shutil.rmtree, marker_dir, True)  # leave nothing in the temp dir
 
 
 def wait_for_marker(name, limit=10.0):

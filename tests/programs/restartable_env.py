@@ -1,7 +1,9 @@
 """Fault-tolerant env workers (scenario S7): actors that restart after a crash, callers that
 catch ActorUnavailableError and retry, max_task_retries replaying a call, and the intended exit
 that never restarts. Prints only deterministic facts."""
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -12,6 +14,7 @@ ray.init(num_cpus=2)
 RETRY = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
          ray.exceptions.GetTimeoutError)
 marker_dir = tempfile.mkdtemp(prefix="ray_env_test_")
+atexit.register(shutil.rmtree, marker_dir, True)  # leave nothing in the temp dir
 
 
 def show(label, value):
