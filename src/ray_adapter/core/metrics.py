@@ -50,7 +50,7 @@ class MetricsExport:
         self._lock = threading.Lock()
         self._series = {}  # metric name -> _Family
         self._warned = set()
-        self._server = None
+        self._listener = None
         self.port = -1
         self._serve(port)
 
@@ -131,40 +131,33 @@ class MetricsExport:
         return generate_latest(registry)
 
     def _serve(self, port):
-        """Listen on ``127.0.0.1:port`` (0/None: a free port) and serve scrapes from one
-        thread, which :meth:`close` wakes and ends (no polling)."""
-        from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-        from prometheus_client import CollectorRegistry, make_wsgi_app
-        from prometheus_client.exposition import ThreadingWSGIServer
-
-        class QuietHandler(WSGIRequestHandler):
-            def log_message(self, *args):  # no access log on the driver's stderr
-                pass
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)
+        """Listen on ``127.0.0.1:port`` (0/None: a free port) now, so that the port is known and
+        a taken one reported at once; the HTTP server on that socket is built by the serving
+        thread (prometheus_client and wsgiref cost ~80 ms of imports: not on ``ray.init``'s
+        path). :meth:`close` wakes that thread and ends it (no polling)."""
         try:
-            server = make_server("127.0.0.1", port or 0, make_wsgi_app(registry),
-                                 ThreadingWSGIServer, handler_class=QuietHandler)
+            listener = socket.create_server(("127.0.0.1", port or 0))
         except OSError as exc:  # the port is taken: the runtime works, without an endpoint
             sys.stderr.write(f"ray-adapter: warning: metrics are not exported: cannot listen on "
                              f"127.0.0.1:{port}: {exc}\n")
             return
-        server.daemon_threads = True
-        self._server = server
-        self.port = server.server_port
+        self._listener = listener
+        self.port = listener.getsockname()[1]
         self._stopping = False
-        self._thread = start_daemon(self._serve_loop, "ray-adapter-metrics", (server,))
+        self._thread = start_daemon(self._serve_loop, "ray-adapter-metrics", (listener,))
 
-    def _serve_loop(self, server):
-        while not self._stopping:
-            server.handle_request()  # blocks until a connection (timeout None)
+    def _serve_loop(self, listener):
+        try:
+            server = _http_server(listener, self)
+            while not self._stopping:
+                server.handle_request()  # blocks until a connection (timeout None)
+        finally:
+            listener.close()
 
     def close(self):
         """Stop serving and free the port (the values are dropped with this object)."""
-        server, self._server = self._server, None
-        if server is None:
+        listener, self._listener = self._listener, None
+        if listener is None:
             return
         self._stopping = True
         try:  # wake the serving thread: it sees _stopping once this connection is handled
@@ -172,4 +165,28 @@ class MetricsExport:
         except OSError:
             pass
         self._thread.join(10)
-        server.server_close()
+        listener.close()  # (closed by the thread already, unless it is stuck)
+
+
+def _http_server(listener, collector):
+    """A threading WSGI server serving ``collector``'s exposition on the bound ``listener``."""
+    from wsgiref.simple_server import WSGIRequestHandler
+
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, *args):  # no access log on the driver's stderr
+            pass
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    host, port = listener.getsockname()[:2]
+    server = ThreadingWSGIServer((host, port), QuietHandler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = listener  # bound and listening already (what server_bind would do, below)
+    server.server_name, server.server_port = host, port
+    server.setup_environ()
+    server.set_app(make_wsgi_app(registry))
+    server.daemon_threads = True
+    return server
