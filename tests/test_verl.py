@@ -11,6 +11,8 @@ verl 0.9.1 ``--no-deps`` and its light dependencies in both environments).
 import importlib.util
 import os
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +41,22 @@ def test_single_controller_matches_recorded_ray_output():
     assert _adapter_output("single_controller") == expected
 
 
+def _ray_crashed(stderr):
+    """Real Ray's own runtime failed (not the program): a worker process died under it."""
+    return any(kind in stderr for kind in ("WorkerCrashedError", "RaySystemError", "raylet died"))
+
+
+def _worker_logs(temp_dir, limit=6000):
+    """The tails of Ray's worker and raylet logs under ``temp_dir`` (what Ray's error tells one to read)."""
+    out = []
+    for log in sorted(Path(temp_dir).glob("**/session_*/logs/*")):
+        if log.suffix in (".err", ".out", ".log") and ("worker" in log.name or "raylet" in log.name):
+            text = log.read_text(errors="replace").strip()
+            if text:
+                out.append(f"--- {log.name}\n{text[-1500:]}")
+    return "\n".join(out)[-limit:]
+
+
 @needs_verl
 @pytest.mark.skipif(not REFERENCE, reason="RAY_REFERENCE_PYTHON (an interpreter with real Ray) is not set")
 def test_single_controller_recording_matches_live_ray():
@@ -46,7 +64,17 @@ def test_single_controller_recording_matches_live_ray():
                          text=True, timeout=120, env=_ray_env(), cwd="/")
     if has.returncode != 0:
         pytest.skip(f"verl is not importable by RAY_REFERENCE_PYTHON: {has.stderr.strip().splitlines()[-1:]}")
-    out = subprocess.run([REFERENCE, str(PROGRAMS / "single_controller.py")], capture_output=True, text=True,
-                         timeout=300, env=_ray_env(), cwd="/")
-    assert out.returncode == 0, out.stderr[-4000:]
+    # Real Ray on a loaded 2-core CI machine once lost a worker under verl's first task
+    # (WorkerCrashedError, CI run of 2026-12-02). That is Ray's runtime failing, not a
+    # difference in what the program does: it is run once more, and if it fails again the
+    # assertion carries Ray's worker and raylet logs (RAY_TMPDIR keeps them per attempt).
+    # (A short directory: Ray's AF_UNIX socket paths under it must stay within 107 bytes.)
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="rv") as temp_dir:
+            out = subprocess.run([REFERENCE, str(PROGRAMS / "single_controller.py")], capture_output=True,
+                                 text=True, timeout=300, env={**_ray_env(), "RAY_TMPDIR": temp_dir}, cwd="/")
+            logs = "" if out.returncode == 0 else _worker_logs(temp_dir)
+        if out.returncode == 0 or not _ray_crashed(out.stderr):
+            break
+    assert out.returncode == 0, out.stderr[-4000:] + "\n" + logs
     assert out.stdout == (PROGRAMS / "expected" / "single_controller.txt").read_text()
