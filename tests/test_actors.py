@@ -133,6 +133,10 @@ def test_method_exception_is_dual(ray):
         ray.get(bad.fail.remote())
     assert isinstance(info.value, ray.exceptions.RayTaskError)
     assert type(info.value).__name__ == "RayTaskError(KeyError)"
+    # Its traceback starts in the user's method: the runtime's frames that called it are left
+    # out, as in Ray (yr-local once showed its actor shell's frame first).
+    frames = [line for line in str(info.value).splitlines() if line.strip().startswith("File ")]
+    assert frames and __file__ in frames[0] and not any("ray_adapter" in f for f in frames), str(info.value)
     # Tracebacks and logs name it as Ray does; it still pickles (through its __reduce__).
     assert f"{type(info.value).__module__}.{type(info.value).__qualname__}" == \
         "ray.exceptions.RayTaskError(KeyError)"

@@ -38,10 +38,17 @@ def restore_env(saved):
             os.environ[k] = v
 
 
+#: The adapter's own source tree: the frames of the runtime that called the user's code.
+_ADAPTER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def task_failure(exc, name, actor_repr=None):
     """The :class:`errors.TaskFailed` for ``exc`` raised by the call ``name``: the exception
-    itself as the cause and its traceback without the runner's own frame."""
+    itself as the cause and its traceback from the user's first frame (the runtime's frames
+    that called it left out, as Ray's traceback starts in the user's code)."""
     tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_ADAPTER_DIR):
+        tb = tb.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return errors.TaskFailed(exc, text, name, os.getpid(), NODE_IP, actor_repr=actor_repr,
                              cause_repr=repr(exc))
