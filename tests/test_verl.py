@@ -10,6 +10,7 @@ verl 0.9.1 ``--no-deps`` and its light dependencies in both environments).
 """
 import importlib.util
 import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -46,15 +47,30 @@ def _ray_crashed(stderr):
     return any(kind in stderr for kind in ("WorkerCrashedError", "RaySystemError", "raylet died"))
 
 
-def _worker_logs(temp_dir, limit=6000):
-    """The tails of Ray's worker and raylet logs under ``temp_dir`` (what Ray's error tells one to read)."""
+def _worker_logs(temp_dir, limit=8000):
+    """What Ray's logs under ``temp_dir`` say of dead workers: every worker's stderr, and the
+    warnings, errors and exit notices of the core worker and raylet logs."""
     out = []
     for log in sorted(Path(temp_dir).glob("**/session_*/logs/*")):
-        if log.suffix in (".err", ".out", ".log") and ("worker" in log.name or "raylet" in log.name):
-            text = log.read_text(errors="replace").strip()
-            if text:
-                out.append(f"--- {log.name}\n{text[-1500:]}")
+        if not log.is_file() or "worker" not in log.name and "raylet" not in log.name:
+            continue
+        text = log.read_text(errors="replace")
+        if log.suffix != ".err":
+            text = "\n".join(line for line in text.splitlines()
+                             if " E " in line or " W " in line or "xit" in line or "kill" in line.lower())
+        if text.strip():
+            out.append(f"--- {log.name}\n{text.strip()[-1200:]}")
     return "\n".join(out)[-limit:]
+
+
+_ENV_AT_COLLECTION = dict(os.environ)
+
+
+def _env_changes():
+    """Environment variables the test session changed since this module was collected."""
+    now = dict(os.environ)
+    changed = sorted(k for k in set(now) | set(_ENV_AT_COLLECTION) if now.get(k) != _ENV_AT_COLLECTION.get(k))
+    return f"environment changed since collection: {changed}; signal mask: {signal.pthread_sigmask(signal.SIG_BLOCK, [])}"
 
 
 @needs_verl
@@ -76,5 +92,5 @@ def test_single_controller_recording_matches_live_ray():
             logs = "" if out.returncode == 0 else _worker_logs(temp_dir)
         if out.returncode == 0 or not _ray_crashed(out.stderr):
             break
-    assert out.returncode == 0, out.stderr[-4000:] + "\n" + logs
+    assert out.returncode == 0, out.stderr[-3000:] + "\n" + _env_changes() + "\n" + logs
     assert out.stdout == (PROGRAMS / "expected" / "single_controller.txt").read_text()
