@@ -248,3 +248,13 @@ class Unserializable(CoreError):
         self.what = what
         self.error = error
         self.value_repr = value_repr
+
+
+def reported_when_unread(error):
+    """Whether an object holding ``error``, freed before anyone read it, is reported as an
+    unhandled error (:attr:`InitOptions.on_unhandled_error`): a failed task or call is, a
+    cancellation (also one that interrupted the call: a TaskFailed caused by TaskCancelled)
+    and a call to a dead or unreachable actor are not (what Ray 2.60 reports)."""
+    if isinstance(error, TaskFailed):
+        error = error.cause
+    return not isinstance(error, (TaskCancelled, ActorDied, ActorUnavailable))

@@ -10,7 +10,7 @@ seconds (``None`` = wait forever).
 """
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 
 class ArgRef:
@@ -91,6 +91,12 @@ class InitOptions:
     node_id: Optional[str] = None
     #: The loopback port application metrics are served at (None: a free one).
     metrics_export_port: Optional[int] = None
+    #: Called with the error (a :class:`~ray_adapter.core.errors.CoreError` or the user's
+    #: exception) of an object freed before any ``get``, ``wait``, future or dependent call
+    #: read it -- a failed call whose result was dropped unread (Ray's "Unhandled error"
+    #: report) -- except cancellations and calls to a dead actor, which Ray does not report.
+    #: Runs on a thread of the core's, never under a lock of the core's; None: no report.
+    on_unhandled_error: Optional[Callable[[BaseException], None]] = None
 
 
 @dataclass

@@ -22,6 +22,8 @@ from ray_adapter.ray.runtime_context import get_runtime_context
 
 __commit__ = "ray-adapter"
 
+_private.log_setup.configure_at_import()  # as `import ray` does: the "ray" logger's handler
+
 
 def _auto_init(api):
     """``ray.<api>`` starts the runtime first when nothing has started it, as Ray 2.60 does for

@@ -95,8 +95,11 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.scheduler = Scheduler([node])
         # A freed value's actor handles are let go by the release thread: the table calls
         # this under its own lock, and ending an actor takes the actor manager's.
-        self.objects = ObjectTable(lambda actor_ids: self._releases.put(
-            self.actors.scope.drop_handles, actor_ids))
+        self.objects = ObjectTable(
+            lambda actor_ids: self._releases.put(self.actors.scope.drop_handles, actor_ids),
+            None if options.on_unhandled_error is None else
+            lambda data: self._releases.put(self._report_unread, data))
+        self._on_unhandled_error = options.on_unhandled_error
         self.events = TaskEvents(self.job_id)
         self.groups = PlacementGroups(self)
         self.streams = StreamTable(self.objects, self._send_ack)
@@ -331,6 +334,12 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         # table's (leaf) lock is free, else queued for the release thread.
         if self._started and not self.objects.try_drop_ref(object_id):
             self._releases.put(self.objects.drop_ref, object_id)
+
+    def _report_unread(self, data):
+        """On the release thread: an error object freed unread goes to the proxy's report."""
+        error = serialization.loads(data)
+        if errors.reported_when_unread(error):
+            self._on_unhandled_error(error)
 
     def flush_releases(self):
         """Apply every reference drop queued so far (tests use it)."""

@@ -38,6 +38,8 @@ class HoldersMixin:
                 inner.refs -= 1
                 if self._unused(inner):
                     del objs[oid]
+                    if inner.is_error and not inner.read:
+                        self._on_unread_error(inner.data)
                     if inner.contained or inner.handles:
                         stack.append(inner)
 

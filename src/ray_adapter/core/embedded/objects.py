@@ -28,6 +28,12 @@ and before, the message that releases what carried the ref (the task's result, t
 container it read). Actor handles pickled inside a stored value are held the same way, in the
 actor scope: the table reports, through ``on_free_handles`` (called under its lock: it must
 only queue), the handles of a value it no longer keeps.
+
+Unread errors (Ray's "Unhandled error" report): an object sealed with an error is *read* once a
+``get`` (the driver's or a worker's), a ``wait`` that finds it sealed, a future, or a task or
+actor that takes it as an argument has seen it. One freed unread -- its refs dropped without
+a look, or a fire-and-forget call's error sealed with no holder left -- is handed, with its
+data, to ``on_unread_error`` (called under the lock: it must only queue).
 """
 import collections
 import enum
@@ -48,7 +54,7 @@ class ObjectState(enum.Enum):
 
 class Entry:
     __slots__ = ("state", "data", "is_error", "refs", "pinned", "waiters", "producer",
-                 "contained", "handles")
+                 "contained", "handles", "read")
 
     def __init__(self, producer=None, refs=0):
         self.state = ObjectState.PENDING
@@ -60,6 +66,7 @@ class Entry:
         self.producer = producer  # id of the task that produces it, while pending
         self.contained = None     # ids of the objects its value holds (refs pickled inside)
         self.handles = None       # ids of the actors whose handles its value holds
+        self.read = False         # an error someone has seen (see the module notes)
 
 
 class _Waiter:
@@ -84,7 +91,7 @@ class _Drain(threading.local):
 class ObjectTable(HoldersMixin):
     """Objects by id (bytes)."""
 
-    def __init__(self, on_free_handles=None):
+    def __init__(self, on_free_handles=None, on_unread_error=None):
         self._lock = threading.Lock()
         self._objects = {}
         self._borrows = {}  # borrower (a worker handle) -> ids of the objects it holds
@@ -92,6 +99,7 @@ class ObjectTable(HoldersMixin):
         self._closed = False
         self._unfulfillable = set()  # waiters short of sealed objects even if all pending seal
         self._on_free_handles = on_free_handles or (lambda actor_ids: None)
+        self._on_unread_error = on_unread_error or (lambda data: None)
 
     # -- creation ----------------------------------------------------------------------------
     def create(self, object_ids, refs, producer):
@@ -225,6 +233,8 @@ class ObjectTable(HoldersMixin):
     def _free_if_unused(self, object_id, entry):
         if self._unused(entry):
             del self._objects[object_id]
+            if entry.is_error and not entry.read:
+                self._on_unread_error(entry.data)
             if entry.contained or entry.handles:
                 self._release_contents_locked(entry)
 
@@ -259,6 +269,7 @@ class ObjectTable(HoldersMixin):
                 if entry is None:
                     missing = missing or oid  # an error later in the list is raised first
                 elif entry.is_error:
+                    entry.read = True
                     return [(entry.data, True)]
                 else:
                     out.append((entry.data, False))
@@ -274,6 +285,8 @@ class ObjectTable(HoldersMixin):
                 entry = self._objects.get(oid)
                 if entry is None or entry.state is not ObjectState.READY:
                     raise errors.ObjectFreed(oid)
+                if entry.is_error:
+                    entry.read = True
                 out.append((entry.data, entry.is_error))
         return out
 
@@ -283,17 +296,27 @@ class ObjectTable(HoldersMixin):
             for oid in object_ids:
                 entry = self._objects.get(oid)
                 if entry is not None and entry.is_error:
+                    entry.read = True  # taken by a dependent task: its own error reports it
                     return entry.data
         return None
 
     def ready_flags(self, object_ids, unknown_ready=True):
         """True per id that is sealed; an id the table does not hold (freed, or never
         created) counts as ready, or, with ``unknown_ready=False``, never (Ray's rule for a
-        user's ref: see :meth:`when_ready`)."""
+        user's ref: see :meth:`when_ready`). An error found sealed counts as read (as Ray's
+        ``wait`` does)."""
+        flags = []
         with self._lock:
             objs = self._objects
-            return [objs[oid].state is ObjectState.READY if oid in objs else unknown_ready
-                    for oid in object_ids]
+            for oid in object_ids:
+                entry = objs.get(oid)
+                if entry is None:
+                    flags.append(unknown_ready)
+                else:
+                    if entry.is_error:
+                        entry.read = True
+                    flags.append(entry.state is ObjectState.READY)
+        return flags
 
     # -- waiting -----------------------------------------------------------------------------
     def when_ready(self, object_ids, callback, needed=None, on_error=False, unknown_ready=True):

@@ -84,6 +84,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._shell_creator = None
         self._started = False
         self._local = None  # local mode: the LocalResources granting tasks' and actors' resources
+        self._reports = None  # the unread-error report thread (started with a report handler)
         self._rg_scheduler = None  # local mode: the scheduler of the one local node
         self._groups = {}  # placement group id -> resource_groups._Group
         self._group_names = {}
@@ -113,6 +114,10 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             with _stdout_to_stderr():  # yr's native init prints notices on stdout
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
+        # Unread errors are reported on a thread of their own: the report formats the user's
+        # exception, which must not run under the backend's lock (the release thread holds it).
+        self._reports = (None if options.on_unhandled_error is None else
+                         DeferredReleases(name="ray-adapter-unhandled"))
         if self.local_mode:  # the adapter grants what tasks and actors declare (yr does not)
             self._local = LocalResources(self._local_scheduler())
         # What a wait on an id the backend does not hold waits on: failed at shutdown only.
@@ -205,6 +210,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         for stream in streams:  # a producer paused by backpressure stops
             stream.cancel()
         self._releases.close()
+        if self._reports is not None:
+            self._reports.close()
         if self._local is not None:  # requests still waiting for resources fail
             self._local.close(gone)
         self._close_groups(gone)
@@ -232,6 +239,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         with self._lock:
             for r in refs:
                 obj = self._obj(r.object_id)
+                obj.read = True  # the call takes its error, if it has one (and reports it)
                 deps.append(obj.ref)
                 dep_indexes.append(obj.index)
         try:

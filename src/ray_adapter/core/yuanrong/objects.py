@@ -5,6 +5,11 @@ Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`; its stat
 :class:`~ray_adapter.core.yuanrong.shell.Box` so a real ``None`` result, a cancellation and a
 failure are told apart; float timeouts are kept (waits use the futures of yr's ObjectRefs, never
 yr's whole-second ``get`` timeouts).
+
+Unread errors (``InitOptions.on_unhandled_error``): an object is *read* by ``get``, a future,
+a ``wait`` that finds it done, or a call that takes it as an argument. One dropped unread whose
+call failed -- at once if it had, else when it does -- is queued, with its error, to the report
+thread (``_reports``: the report formats the user's exception, never under the lock).
 """
 import concurrent.futures
 import time
@@ -20,7 +25,7 @@ class _Obj:
     """An object id's yr ObjectRef (``index``: element of a multi-return) and its future;
     ``name``: the producing task's name (for the error of a cancel)."""
 
-    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name", "contained")
+    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name", "contained", "read")
 
     def __init__(self, ref, index=None, actor_id=None, name=""):
         self.ref = ref
@@ -30,6 +35,7 @@ class _Obj:
         self.actor_id = actor_id
         self.name = name
         self.contained = None  # (refs, handles) its value holds (see .holders)
+        self.read = False      # seen by a get, wait, future or dependent call
 
 
 def _repr(value):
@@ -48,6 +54,16 @@ def _settle(ours, value, exc):
             ours.set_result(value)
     except concurrent.futures.InvalidStateError:  # cancelled or killed meanwhile
         pass
+
+
+def _outcome_error(value, exc):
+    """The error of a call's outcome (a Box, or yr's exception), or None: a value, or a
+    cancellation (yr's None), which is not reported unread."""
+    if exc is not None:
+        return exc
+    if isinstance(value, shell.Box) and not value.ok:
+        return value.value
+    return None
 
 
 def _failed(future):
@@ -97,6 +113,7 @@ class ObjectsMixin:
         return obj.future
 
     def _value(self, obj):
+        obj.read = True
         try:
             box = obj.future.result()  # get() made it and waited for it
         except errors.CoreError:
@@ -168,9 +185,9 @@ class ObjectsMixin:
 
     def wait(self, object_ids, num_returns, timeout):
         with self._lock:
-            futures = {}
+            futures, objs = {}, {}
             for oid in object_ids:  # an unknown id (freed, made up) is never ready, as in Ray
-                obj = self._objects.get(oid)
+                obj = objs[oid] = self._objects.get(oid)
                 futures[oid] = self._future(obj) if obj is not None else self._never
         # concurrent.futures.wait installs its waiter on each future and removes it when it
         # returns, so polling wait(timeout=0) leaves nothing behind on long-pending futures.
@@ -190,6 +207,8 @@ class ObjectsMixin:
         for oid, f in futures.items():
             if f.done() and len(ready) < num_returns:
                 ready.append(oid)
+                if objs[oid] is not None:
+                    objs[oid].read = True  # as Ray's wait: an error it found is not reported
             else:
                 not_ready.append(oid)
         return ready, not_ready
@@ -250,6 +269,8 @@ class ObjectsMixin:
                         obj.future is not None and obj.future.done())):
                     obj.refs -= 1
                     del self._objects[object_id]
+                    if not obj.read and obj.future is not None and obj.future.done():
+                        self._report_if_failed(obj.future)
                     return
             finally:
                 lock.release()
@@ -265,6 +286,34 @@ class ObjectsMixin:
                     self.release_contained(obj.contained)
                 if obj.ref is not None and obj.index in (None, 0):
                     self._track_running(object_id, obj.ref)
+                if not obj.read:
+                    self._report_unread(obj)
+
+    def _report_unread(self, obj):
+        """``obj`` was dropped unread: its error, if its call failed (now or later), is queued
+        for the report thread."""
+        if obj.future is not None and obj.future.done():
+            self._report_if_failed(obj.future)
+        elif obj.ref is not None and obj.index in (None, 0):
+            completion_of(obj.ref).add(lambda value, exc: self._queue_report(_outcome_error(value, exc)))
+        elif obj.future is not None:
+            obj.future.add_done_callback(self._report_if_failed)
+
+    def _report_if_failed(self, future):
+        if not future.cancelled():
+            exc = future.exception()
+            self._queue_report(exc if exc is not None else _outcome_error(future.result(), None))
+
+    def _queue_report(self, error):
+        if error is not None and self._reports is not None:
+            self._reports.put(self._report_unhandled, error)
+
+    def _report_unhandled(self, error):
+        """On the report thread: the proxy's report of an error freed unread."""
+        if not isinstance(error, errors.CoreError):
+            error = self._from_yr_error(error)
+        if errors.reported_when_unread(error):
+            self.options.on_unhandled_error(error)
 
     def _track_running(self, object_id, ref):
         """A call whose result nobody holds any more, still running: remembered until it ends,

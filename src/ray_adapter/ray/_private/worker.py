@@ -4,6 +4,7 @@ Each function checks its arguments the way Ray 2.x does, then calls the runtime 
 (:mod:`ray_adapter.core`); core failures are turned into :mod:`ray.exceptions` classes.
 """
 import atexit
+import logging
 import os
 import sys
 import threading
@@ -12,14 +13,19 @@ from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
 from ray_adapter.core import InitOptions, ids
 from ray_adapter.core import relays as _relays
+# Loaded with ray, not at the first failure: a failure is translated even when the process is
+# out of file descriptors, and unread errors are reported from a thread of the core's.
+from ray_adapter.ray._private import errors as _errors  # noqa: F401
+from ray_adapter.ray._private import log_setup as _log_setup
 from ray_adapter.ray._private import options as _options
-from ray_adapter.ray._private.core_access import context_if_started, translated
+from ray_adapter.ray._private.core_access import context_if_started, ray_error, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._raylet import UNKNOWN_OWNER_ADVICE, ObjectRef, from_old_sessions
 
 LOCAL_MODE = 2
 
 _init_lock = threading.RLock()
+logger = logging.getLogger("ray._private.worker")  # Ray's name: records go to the "ray" logger
 
 
 class RayContext(dict):
@@ -111,13 +117,15 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             _options._check_value(key, locals()[key])
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise TypeError("runtime_env must be a dict or a ray.runtime_env.RuntimeEnv.")
+        _log_setup.configure_at_init(configure_logging, logging_level, logging_format)
         opts = InitOptions(
             num_cpus=num_cpus, num_gpus=num_gpus, memory=kwargs.get("_memory"),
             object_store_memory=object_store_memory, resources=dict(resources or {}),
             namespace=namespace, runtime_env=_job_env(runtime_env),
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
             address=None if address in (None, "local", "auto") else address,
-            labels=dict(labels or {}), metrics_export_port=_metrics_port_option(kwargs))
+            labels=dict(labels or {}), metrics_export_port=_metrics_port_option(kwargs),
+            on_unhandled_error=_report_unhandled_error)
         if cluster is not None:
             head, opts.nodes = cluster
             opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
@@ -140,6 +148,17 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         }
         _context = RayContext(address_info)
         return _context
+
+
+def _report_unhandled_error(error):
+    """The runtime's report of a failed call whose result was freed unread (Ray's worker logs
+    it the same way, on the ``ray`` logger): the Ray exception, as ``ray.get`` would raise it.
+    Nothing when ``RAY_IGNORE_UNHANDLED_ERRORS`` is set (to anything, as in Ray)."""
+    if "RAY_IGNORE_UNHANDLED_ERRORS" in os.environ:
+        return
+    if isinstance(error, _core.errors.CoreError):
+        error = ray_error(error)
+    logger.error(f"Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): {error}")
 
 
 def _tqdm_state(state):

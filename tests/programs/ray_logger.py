@@ -1,0 +1,54 @@
+"""The "ray" logger as `import ray` and `ray.init` set it up: its level, propagation and
+handler, the driver's record format (on stderr: the program catches its own fd 2),
+`ray.init(logging_level=..., logging_format=...)` and `configure_logging=False`."""
+import logging
+import os
+import re
+import tempfile
+
+import ray
+
+_capture = tempfile.TemporaryFile(mode="w+")
+os.dup2(_capture.fileno(), 2)
+
+root_records = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        root_records.append(record.getMessage())
+
+
+def emitted(logger_name, level, message):
+    """What the ray logger writes for one record (the time stamp replaced)."""
+    _capture.seek(0, os.SEEK_END)
+    start = _capture.tell()
+    logging.getLogger(logger_name).log(level, message)
+    _capture.seek(start)
+    text = "".join(line for line in _capture.readlines() if message in line)
+    return re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", "<time>", text)
+
+
+def main():
+    logging.getLogger().addHandler(Keep())
+    ray_logger = logging.getLogger("ray")
+    print("after import: level", logging.getLevelName(ray_logger.level), "propagate", ray_logger.propagate,
+          "handlers", len(ray_logger.handlers), "rllib", logging.getLevelName(logging.getLogger("ray.rllib").level))
+    print("info record:", repr(emitted("ray.mine", logging.INFO, "hello")))
+    print("debug record:", repr(emitted("ray.mine", logging.DEBUG, "hidden")))
+    print("root saw:", root_records)
+
+    ray.init(num_cpus=1, logging_level="warning", logging_format="%(levelname)s|%(name)s|%(message)s")
+    print("init(logging_level='warning'): level", logging.getLevelName(ray_logger.level))
+    print("info record:", repr(emitted("ray.mine", logging.INFO, "quiet")))
+    print("warning record:", repr(emitted("ray.mine", logging.WARNING, "loud")))
+    ray.shutdown()
+
+    ray.init(num_cpus=1, configure_logging=False)
+    print("configure_logging=False: handlers", len(ray_logger.handlers))
+    ray.shutdown()
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
