@@ -237,3 +237,20 @@ def test_a_task_waiting_for_its_child_lends_its_cpu(ray_module):
 
     assert ray.get(parent.remote(), timeout=60) == (1, 4)
     assert ray.available_resources().get("CPU") == 1.0
+
+
+def test_starting_says_nothing_a_ray_program_would_not():
+    # yr's native init printed "failed to detect `yr` command in PATH, check if you have install
+    # yuanrong core packages." in local mode, where no yr command is needed; and its notices
+    # must never reach the program's stdout.
+    proc = run_code(_program("""
+        @ray.remote
+        def one():
+            return 1
+
+        print(ray.get(one.remote()))
+        print("warning on stderr", file=sys.stderr)
+    """), env=YR_LOCAL, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "1\n"
+    assert proc.stderr.strip() == "warning on stderr", proc.stderr

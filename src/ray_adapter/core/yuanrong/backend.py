@@ -111,7 +111,9 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._start_job_env(options.runtime_env)
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:
-            with _stdout_to_stderr():  # yr's native init prints notices on stdout
+            # yr's native init prints notices on stdout (kept off the program's stdout) and, in
+            # local mode, that no `yr` command is installed (true, and not needed there).
+            with _native_notices(drop=_NO_YR_COMMAND if self.local_mode else None):
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
         # Unread errors are reported on a thread of their own: the report formats the user's
@@ -393,20 +395,40 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         return errors.TaskFailed(cause, str(exc), "yr", os.getpid(), "127.0.0.1", cause_repr=repr(cause))
 
 
-class _stdout_to_stderr:
-    """Point file descriptor 1 at stderr for the block, so native code cannot write into the
-    program's stdout (a Ray program's stdout holds only what it prints)."""
+#: What yr's native init says in local mode, where no yr command is needed.
+_NO_YR_COMMAND = "failed to detect `yr` command in PATH"
+
+
+class _native_notices:
+    """Catch what native code writes on file descriptors 1 and 2 during the block and pass it
+    on to stderr afterwards, less the lines containing ``drop``: native code cannot write into
+    the program's stdout (a Ray program's stdout holds only what it prints)."""
+
+    def __init__(self, drop=None):
+        self._drop = drop
 
     def __enter__(self):
         import sys
+        import tempfile
 
         sys.stdout.flush()
-        self._saved = os.dup(1)
-        os.dup2(2, 1)
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(1), os.dup(2)
+        os.dup2(self._file.fileno(), 1)
+        os.dup2(self._file.fileno(), 2)
 
     def __exit__(self, *exc):
-        os.dup2(self._saved, 1)
-        os.close(self._saved)
+        for fd, saved in zip((1, 2), self._saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self._file.seek(0)
+        text = self._file.read().decode(errors="replace")
+        self._file.close()
+        kept = "".join(line for line in text.splitlines(keepends=True)
+                       if self._drop is None or self._drop not in line)
+        if kept:
+            os.write(2, kept.encode())
         return False
 
 
