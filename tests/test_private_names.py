@@ -87,3 +87,38 @@ def test_runtime_env_packaging_imports_and_reloads():
     assert out.stdout.splitlines() == [
         "True _ray_pkg_ 536870912 ('.tar.gz', '.tgz', '.tar.bz2', '.tar.xz')",
         "RayAdapterGapError True"]
+
+
+def _provided_constants():
+    from ray_adapter import matrix
+
+    return sorted(name for name, entry in matrix.symbols("ray._private.ray_constants").items()
+                  if entry.status("embedded") == "supported")
+
+
+def test_ray_constants_values_are_rays():
+    # Ray's own tests import ray._private.ray_constants at their top (KV_NAMESPACE_FUNCTION_TABLE,
+    # RAY_OVERRIDE_DASHBOARD_URL): the provided names hold Ray 2.60's values, compared with real
+    # Ray when RAY_REFERENCE_PYTHON names one; the others are gaps that say so.
+    import subprocess
+
+    names = _provided_constants()
+    assert "KV_NAMESPACE_FUNCTION_TABLE" in names and "RAY_OVERRIDE_DASHBOARD_URL" in names
+    code = ("import json, ray._private.ray_constants as c\n"
+            f"print(json.dumps({{n: repr(getattr(c, n)) for n in {names!r}}}))\n")
+    ours = run_code(code)
+    assert ours.returncode == 0, ours.stderr
+    reference = os.environ.get("RAY_REFERENCE_PYTHON")
+    if reference:
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_BACKEND", "PYTHONPATH")}
+        theirs = subprocess.run([reference, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert theirs.returncode == 0, theirs.stderr
+        import json
+
+        ours_values, their_values = json.loads(ours.stdout), json.loads(theirs.stdout)
+        # DEFAULT_RESOURCES is a set: its repr's order differs between processes.
+        for values in (ours_values, their_values):
+            values["DEFAULT_RESOURCES"] = sorted(values["DEFAULT_RESOURCES"])
+        assert ours_values == their_values
+    gap = run_code("import ray\nray._private.ray_constants.RAY_DEDUP_LOGS\n")
+    assert gap.returncode != 0 and "RayAdapterGapError" in gap.stderr and "RAY_DEDUP_LOGS" in gap.stderr
