@@ -49,9 +49,6 @@ def adapter_stdout(path, runtime="embedded"):
 YR_LOCAL_SKIPS = {
     "errors": "crashes workers with os._exit and interrupts running tasks: in yr local mode "
               "tasks are threads of the driver, so os._exit would end the program itself",
-    "worker_group": "gives each rank its own RANK through runtime_env env_vars: in yr local mode "
-                    "the actors are threads of one process and share one os.environ (the yr "
-                    "cluster mapping is checked in test_yuanrong_placement.py)",
     "placement_gpus": "checks the GPU ids handed to actors: the yuanrong backend reports none "
                       "(Yuanrong sets device visibility itself; matrix: ray.get_gpu_ids partial)",
     "runtime_envs": "runs tasks in a working_dir copy: in yr local mode tasks are threads of "

@@ -254,3 +254,40 @@ def test_starting_says_nothing_a_ray_program_would_not():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == "1\n"
     assert proc.stderr.strip() == "warning on stderr", proc.stderr
+
+
+def test_env_vars_of_calls_and_actors_leave_the_driver_environment_as_they_found_it():
+    # yr-local runs calls and actors as threads of the driver: their env_vars are set in its one
+    # os.environ. Overlapping calls once restored each other's values (one stayed set) and an
+    # actor's stayed after shutdown, __RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR among them: a real
+    # Ray started later by the same process passed it to its workers, which died of it.
+    proc = run_code(textwrap.dedent("""
+        import os, threading, time
+        import ray
+
+        before = dict(os.environ)
+        ray.init(num_cpus=4, runtime_env={"env_vars": {"JOB_VAR": "job"},
+                                          "worker_process_setup_hook": "os.getpid"})
+
+        @ray.remote
+        def slow(delay):
+            time.sleep(delay)
+            return os.environ.get("JOB_VAR"), os.environ.get("TASK_VAR")
+
+        @ray.remote
+        class Holder:
+            def get(self):
+                return os.environ.get("ACTOR_VAR")
+
+        overlapping = [slow.options(runtime_env={"env_vars": {"TASK_VAR": str(i)}}).remote(0.3 - 0.1 * i)
+                       for i in range(3)]
+        print(sorted(ray.get(overlapping)))
+        holder = Holder.options(runtime_env={"env_vars": {"ACTOR_VAR": "actor"}}).remote()
+        print(ray.get(holder.get.remote()))
+        print("while running:", sorted(k for k in ("JOB_VAR", "TASK_VAR") if k in os.environ))
+        ray.shutdown()
+        print("changed:", sorted(k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k)))
+    """), env=YR_LOCAL, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [
+        "[('job', '0'), ('job', '1'), ('job', '2')]", "actor", "while running: ['JOB_VAR']", "changed: []"]

@@ -23,11 +23,11 @@ import inspect
 import threading
 
 from ray_adapter.core import errors
-from ray_adapter.core.execution import (actor_method, apply_env, construct, construct_async, exit_status,
+from ray_adapter.core.execution import (actor_method, construct, construct_async, exit_status,
                                         intended_exit, task_failure)
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
-from ray_adapter.core.yuanrong.envs import setup_once
+from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
                                              current_devices, current_group, current_shell,
                                              local_resources, load_args, result_box, stream_items,
@@ -92,7 +92,9 @@ class ActorShell:
         else:
             sizes[""] = max_concurrency or 1
             self._limits = {g: _Limiter(n) for g, n in sizes.items()} if groups else {}
-        apply_env(env_vars)
+        # Its env_vars for its lifetime: let go when it exits for good (or at shutdown).
+        self._env_held = shared_environ.acquire(env_vars)
+        self._env_vars = {k: str(v) for k, v in (env_vars or {}).items()}
         hook_failure = setup_once(env_vars or {})  # runtime_env worker_process_setup_hook
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
         if hook_failure is not None:
@@ -141,13 +143,18 @@ class ActorShell:
             self.devices = grant.devices
             self.device_env = device_env(grant.devices) or None
 
+    def _call_env(self):
+        """What Python code in its calls reads from os.environ over the process's (local mode):
+        its env_vars and its devices' visibility variables."""
+        return {**self._env_vars, **(self.device_env or {})}
+
     def _build(self):
         """Make the instance (again, after a restart); a failure is kept as ``init_error``."""
         args, kwargs = self._args
         token = current_call.set((None, f"{self.class_name}.__init__", self.actor_id, self.name, self.resources))
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
-        env_token = thread_env.enter(self.device_env)
+        env_token = thread_env.enter(self._call_env())
         try:
             if self.loops is None:
                 self.instance = construct(self._cls, args, kwargs, asyncio.run)
@@ -199,7 +206,7 @@ class ActorShell:
         shell_token = current_shell.set(self)
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
-        env_token = thread_env.enter(self.device_env)
+        env_token = thread_env.enter(self._call_env())
         try:
             while True:
                 try:
@@ -244,6 +251,7 @@ class ActorShell:
         """A method raised SystemExit: the actor ends on purpose, restarts or dies (crash)."""
         if self.exited or intended_exit(exc):
             self.exited = True  # exit_actor() or sys.exit(0): this call reports the death
+            self._let_env_go()
             self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name)
             return Box(False, self.death)
         code = exit_status(exc)
@@ -255,9 +263,14 @@ class ActorShell:
                 self._build()
                 return Box(False, errors.ActorUnavailable(self.actor_id, None, code))
         self.exited = True
+        self._let_env_go()
         self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.CRASHED, self.class_name,
                                       exit_code=code)
         return Box(False, self.death)
+
+    def _let_env_go(self):
+        held, self._env_held = self._env_held, None
+        shared_environ.release(held)
 
 
 async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, class_name, num_returns):

@@ -30,7 +30,7 @@ from ray_adapter.core.embedded.resources import detect_accelerators
 from ray_adapter.core.yuanrong import shell, thread_env, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
-from ray_adapter.core.yuanrong.envs import EnvsMixin
+from ray_adapter.core.yuanrong.envs import EnvsMixin, shared_environ
 from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.completions import completion_of
@@ -218,6 +218,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             self._local.close(gone)
         self._close_groups(gone)
         self._stop_job_env()
+        shared_environ.release_all()  # what actors still held (local mode: this process's env)
         self.metrics.close()
         for actor in actors:
             self._terminate(actor)

@@ -26,6 +26,73 @@ _hooks_lock = threading.Lock()
 _hooks = {}  # setup hook key -> Future of its failure text (None: it ran), in this process
 
 
+class SharedEnviron:
+    """The ``env_vars`` of the calls and actors running in this process, in ``os.environ`` while
+    any of them holds them.
+
+    In yr's local mode every call and actor is a thread of the driver (on a cluster, of a yr
+    worker process), and the environment is one per process: a call's variables are set when it
+    starts and an actor's for its lifetime; each variable goes back to the value it had before
+    the first holder once the last one lets go (:meth:`release`), and every one at the runtime's
+    shutdown (:meth:`release_all`). Holders that overlap with different values see the latest
+    (the compat matrix says so). Without the count, two overlapping calls restored each other's
+    values, and an actor's stayed after shutdown: a driver that later started a real Ray
+    passed ``__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR`` on to Ray's workers, which died of it.
+
+    Thread-safety: the counts (``_held``) are guarded by ``_lock``, a leaf lock; ``os.environ``
+    is written under it (``putenv``, no I/O) so a release never undoes a newer set.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held = {}  # name -> [number of holders, value before the first (None: unset)]
+
+    def acquire(self, env_vars):
+        """Set ``env_vars`` (``{name: value}``); returns the token for :meth:`release`."""
+        if not env_vars:
+            return None
+        with self._lock:
+            for name, value in env_vars.items():
+                entry = self._held.get(name)
+                if entry is None:
+                    entry = self._held[name] = [0, os.environ.get(name)]
+                entry[0] += 1
+                os.environ[name] = str(value)
+        return tuple(env_vars)
+
+    def release(self, token):
+        """One holder of the variables of ``token`` is done with them."""
+        if not token:
+            return
+        with self._lock:
+            for name in token:
+                entry = self._held.get(name)
+                if entry is None:  # released by release_all meanwhile
+                    continue
+                entry[0] -= 1
+                if entry[0] <= 0:
+                    del self._held[name]
+                    self._restore(name, entry[1])
+
+    def release_all(self):
+        """Every variable back to its value before the first holder (the runtime shut down)."""
+        with self._lock:
+            held, self._held = self._held, {}
+            for name, (_, before) in held.items():
+                self._restore(name, before)
+
+    @staticmethod
+    def _restore(name, before):
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+#: The one per process (``os.environ`` is).
+shared_environ = SharedEnviron()
+
+
 def setup_once(env_vars):
     """Run the setup hook ``env_vars`` names once per process: the first caller runs it
     (outside the lock), the others wait for its outcome. Returns its failure text, or None."""

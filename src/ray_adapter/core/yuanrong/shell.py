@@ -12,11 +12,11 @@ import threading
 
 from ray_adapter import core
 from ray_adapter.core import errors, serialization
-from ray_adapter.core.execution import GeneratorFailed, apply_env, restore_env, split_returns, task_failure
+from ray_adapter.core.execution import GeneratorFailed, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
-from ray_adapter.core.yuanrong.envs import setup_once
+from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 
 # (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
 current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", None, None, {}))
@@ -267,7 +267,10 @@ def run_task(function, meta, packed_args, deps):
     group_token = current_group.set(group)
     grant_token = current_grant.set(grant)
     devices_token = current_devices.set(grant.devices if grant is not None else None)
-    env_token = thread_env.enter(device_env(grant.devices) if grant is not None else None)
+    # Python code in the call reads its own env_vars and devices (local mode's overlay on
+    # os.environ); the process environment has them too, for native code (see SharedEnviron).
+    env_token = thread_env.enter({**{k: str(v) for k, v in (meta[3] or {}).items()},
+                                  **(device_env(grant.devices) if grant is not None else {})})
     try:
         return _run_task(function, meta, packed_args, deps)
     finally:
@@ -291,7 +294,7 @@ def _run_task(function, meta, packed_args, deps):
     if hook_failure is not None:
         return Box(False, errors.EnvSetupFailed(hook_failure))
     token = current_call.set((task_id, name, None, None, resources))
-    saved = apply_env(env_vars)
+    held = shared_environ.acquire(env_vars)
     try:
         while True:
             try:
@@ -305,7 +308,7 @@ def _run_task(function, meta, packed_args, deps):
                     continue
                 return Box(False, task_failure(exc, name))
     finally:
-        restore_env(saved)
+        shared_environ.release(held)
         current_call.reset(token)
 
 

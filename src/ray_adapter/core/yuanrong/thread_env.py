@@ -1,8 +1,8 @@
-"""yr-local: a task's or actor's device-visibility variables, as far as a thread can have them.
+"""yr-local: a task's or actor's environment variables, as far as a thread can have them.
 
-Ray sets ``CUDA_VISIBLE_DEVICES`` (``ASCEND_RT_VISIBLE_DEVICES`` for NPUs) in the worker
-process of a task or actor to the devices it was granted. In yr's local mode every call is a
-thread of the driver, and the environment is one per process. So, while local mode runs,
+Ray sets a task's or actor's ``runtime_env`` ``env_vars`` and ``CUDA_VISIBLE_DEVICES``
+(``ASCEND_RT_VISIBLE_DEVICES`` for NPUs: the devices it was granted) in its worker process. In
+yr's local mode every call is a thread of the driver, and the environment is one per process. So, while local mode runs,
 ``os.environ`` gets a per-call overlay (a context variable): Python code running in a task or
 actor call (``os.environ[...]``, ``os.environ.get``, ``os.getenv``, ``in``) reads its own
 values, and writing one of those keys changes the call's own view. What a thread cannot have,
