@@ -497,3 +497,43 @@ def test_graceful_actor_exit_runs_atexit_handlers(ray, tmp_path, how):
         assert not marker.exists()
     else:
         assert marker.read_text() == "hello"
+
+
+@pytest.mark.embedded_only("yr queues an actor's calls in arrival order across callers (matrix: "
+                         "ray.actor.ActorMethod)")
+def test_call_order_holds_per_caller_only(ray):
+    # Ray orders an actor's calls per caller: a call whose argument is pending holds back its
+    # own caller's later calls, not another caller's (Ray's test_actor_pass_by_ref_order_optimization).
+    @ray.remote(max_concurrency=2)
+    class Gate:
+        def __init__(self):
+            self.open = threading.Event()
+
+        def release(self):
+            self.open.set()
+
+        def wait_open(self):
+            self.open.wait(60)
+            return "slow"
+
+    @ray.remote
+    class Log:
+        def f(self, x):
+            return x
+
+    gate = Gate.remote()
+    log = Log.remote()
+    slow = gate.wait_open.remote()
+
+    @ray.remote
+    def caller(arg):
+        return ray.get(log.f.remote(arg))
+
+    held_back = log.f.remote(slow)    # the driver's first call: waits for `slow`
+    behind = log.f.remote("mine")     # the driver's second: behind it (same caller)
+    other = caller.remote("ready")    # another caller's call, its argument ready
+    assert ray.get(other, timeout=30) == "ready"
+    ready, _ = ray.wait([behind, held_back], timeout=0.5)
+    assert ready == []
+    ray.get(gate.release.remote())
+    assert ray.get([held_back, behind], timeout=30) == ["slow", "mine"]

@@ -1,7 +1,10 @@
 """Actor method calls: queued per actor in arrival order, sent in order, answered, cancelled.
 
 Calls are queued per actor in arrival order (which keeps each caller's submission order) and
-sent while the head call's arguments are ready; they are pipelined behind the constructor.
+sent in that order once their arguments are ready; they are pipelined behind the constructor.
+As in Ray, order holds per caller (the driver, or one worker process): a call whose arguments
+are pending holds back the later calls of its own caller only, and another caller's ready call
+goes ahead of it.
 A call made while the actor restarts waits for the restart if it may be retried; if not, it
 waits at most :data:`UNAVAILABLE_AFTER_S` and then fails with ActorUnavailable, as in Ray,
 where such a call fails once the caller finds the actor gone, about that long later (a quick
@@ -104,23 +107,31 @@ class ActorCallsMixin:
         self.scope.end_if_idle(actor)  # its handles may all be gone: nothing left to wait for
 
     def _flush(self, actor):
-        """Send queued calls in order while the head call's arguments are ready."""
+        """Send the queued calls whose arguments are ready, in order per caller (see the module
+        notes): a call waiting for its arguments holds back its own caller's later calls."""
         rt = self.rt
         failed_calls = []
         sent_streams = []
-        wait_for = None
+        wait_for = []
         with self._lock:
             worker = actor.worker
             if worker is None or actor.state is ActorState.DEAD:
                 return
-            while actor.pending:
-                call = actor.pending[0]
+            pending = actor.pending
+            blocked = set()  # callers with a call waiting for its arguments
+            kept = []        # their calls, taken off the queue on the way, in order
+            while pending and not (blocked and pending.only_callers_in(blocked)):
+                call = pending.popleft()
+                if call.caller in blocked:
+                    kept.append(call)
+                    continue
                 if call.deps and not all(rt.objects.ready_flags(call.deps)):
+                    blocked.add(call.caller)
+                    kept.append(call)
                     if not call.waiting:
                         call.waiting = True
-                        wait_for = call
-                    break
-                actor.pending.popleft()
+                        wait_for.append(call)
+                    continue
                 call.waiting = False
                 failed = rt.objects.first_error(call.deps) if call.deps else None
                 if failed is not None:
@@ -139,13 +150,15 @@ class ActorCallsMixin:
                 rt.events.running(call.task_id, worker)
                 if call.streaming:
                     sent_streams.append(call.task_id)
+            if kept:
+                pending.put_back(kept)
         for task_id in sent_streams:
             rt.streams.attach(task_id, worker)
         worker.flush()
         for call, failed in failed_calls:
             self._finish_call(call, [failed], True)
-        if wait_for is not None:
-            rt.objects.when_ready(wait_for.deps, lambda ok, a=actor: ok and self._flush(a))
+        for call in wait_for:
+            rt.objects.when_ready(call.deps, lambda ok, a=actor: ok and self._flush(a))
 
     def on_call_done(self, worker, message, buffers):
         retry = False

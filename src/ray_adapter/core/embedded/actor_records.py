@@ -20,6 +20,64 @@ class ActorState(enum.Enum):
     DEAD = "DEAD"
 
 
+class PendingCalls:
+    """An actor's queued calls in arrival order, and how many each caller has queued (so that a
+    flush stops scanning once every caller with queued calls waits for arguments). A deque's
+    methods; guarded by the actor manager's lock."""
+
+    __slots__ = ("_calls", "_callers")
+
+    def __init__(self):
+        self._calls = collections.deque()
+        self._callers = {}  # caller -> its calls in the queue
+
+    def _count(self, call, step):
+        left = self._callers.get(call.caller, 0) + step
+        if left:
+            self._callers[call.caller] = left
+        else:
+            self._callers.pop(call.caller, None)
+
+    def append(self, call):
+        self._calls.append(call)
+        self._count(call, 1)
+
+    def appendleft(self, call):
+        self._calls.appendleft(call)
+        self._count(call, 1)
+
+    def popleft(self):
+        call = self._calls.popleft()
+        self._count(call, -1)
+        return call
+
+    def remove(self, call):
+        self._calls.remove(call)
+        self._count(call, -1)
+
+    def clear(self):
+        self._calls.clear()
+        self._callers.clear()
+
+    def put_back(self, calls):
+        """``calls`` (taken with :meth:`popleft`) back at the front, in their order."""
+        for call in reversed(calls):
+            self.appendleft(call)
+
+    def only_callers_in(self, callers):
+        """True when every call in the queue is of one of ``callers`` (a set)."""
+        return all(caller in callers for caller in self._callers)
+
+    def __contains__(self, call):
+        return call in self._calls
+
+    def __iter__(self):
+        return iter(self._calls)
+
+    def __len__(self):
+        return len(self._calls)
+
+
 class ActorRecord:
     __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
                  "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
@@ -36,7 +94,7 @@ class ActorRecord:
         self.state = ActorState.DEPENDENCIES_UNREADY
         self.worker = None
         self.grant = None
-        self.pending = collections.deque()
+        self.pending = PendingCalls()
         self.inflight = {}
         self.restarts_left = options.max_restarts
         self.num_restarts = 0

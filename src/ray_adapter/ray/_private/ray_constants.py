@@ -4,11 +4,47 @@ names, process types, default actor and task settings, the logger's format and l
 settings of its own processes (GCS, raylet, dashboard, log monitor, object store) are gaps
 (see the compat matrix).
 """
+import logging
 import os
 
 from ray_adapter import gaps
 from ray_adapter.core.runtime_env import SETUP_HOOK_ENV_VAR
 from ray_adapter.ray._private.log_setup import LOGGER_FORMAT  # noqa: F401 - one source
+
+_logger = logging.getLogger("ray._common.utils")  # where Ray's helpers log
+
+
+def env_integer(key, default):
+    """The environment variable ``key`` as an ``int``; ``default`` when it is unset, or not an
+    integer (then with a warning on the ``ray`` logger, as Ray)."""
+    return _env_number(key, default, int, "an integer")
+
+
+def env_float(key, default):
+    """The environment variable ``key`` as a ``float``; ``default`` when unset or not a number."""
+    return _env_number(key, default, float, "a float")
+
+
+def env_bool(key, default):
+    """True when the environment variable ``key`` is ``"1"`` or ``"true"`` (any case), False for
+    any other value, ``default`` when it is unset."""
+    if key not in os.environ:
+        return default
+    value = os.environ[key]
+    return value == "1" or value.lower() == "true"
+
+
+def _env_number(key, default, kind, what):
+    if key not in os.environ:
+        return default
+    value = os.environ[key]
+    try:
+        return kind(value)
+    except ValueError:
+        _logger.warning(f"Found {key} in environment, but value must be {what}. Got: {value}. "
+                        f"Returning provided default {default}.")
+        return default
+
 
 ID_SIZE = 28  # bytes of a unique id (object ids add 4)
 DEFAULT_PORT = 6379
