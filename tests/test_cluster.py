@@ -227,3 +227,19 @@ def test_cluster_needs_the_embedded_runtime(ray, monkeypatch):
             ray.init(address=c.address)
     finally:
         c.shutdown()
+
+
+def test_node_arguments_ray_fixtures_pass_are_accepted(ray, monkeypatch):
+    # Ray's own test fixtures give the head `_system_config` (ray.init ignores it too); what
+    # describes no virtual node is refused, naming the argument.
+    monkeypatch.delenv("RAY_ADAPTER_RUNTIME", raising=False)
+    from ray_adapter.gaps import RayAdapterOptionError
+
+    c = mod("cluster_utils").Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "_system_config": {"object_timeout_milliseconds": 200}, "dashboard_port": None})
+    c.add_node(num_cpus=1, _system_config={"object_timeout_milliseconds": 200})
+    with pytest.raises(RayAdapterOptionError, match="node_ip_address"):
+        c.add_node(num_cpus=1, node_ip_address="10.0.0.9")
+    ray.init(address=c.address)
+    assert ray.cluster_resources()["CPU"] == 2
+    c.shutdown()

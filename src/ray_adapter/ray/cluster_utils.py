@@ -62,8 +62,13 @@ class _ClusterNode:
         return f"_ClusterNode({self.node_ip_address}, {self.node_id})"
 
 
+#: Node arguments accepted and ignored, as ``ray.init`` ignores them: Ray's internal tuning
+#: knobs and its dashboard (Ray's own test fixtures pass ``_system_config`` to the head).
+_IGNORED_KEYS = frozenset({"_system_config", "dashboard_port", "include_dashboard"})
+
+
 def _spec(node_args, ip):
-    unknown = sorted(k for k in node_args if k not in _NODE_KEYS)
+    unknown = sorted(k for k in node_args if k not in _NODE_KEYS and k not in _IGNORED_KEYS)
     if unknown:
         raise gaps.option_gap_error("ray.cluster_utils.Cluster.add_node", unknown[0],
                                     "Only num_cpus, num_gpus, memory, object_store_memory, "
@@ -121,7 +126,8 @@ class Cluster:
     def add_node(self, wait=True, **node_args):
         """Add a node (the first one is the head); returns its :class:`_ClusterNode`. Keywords:
         ``num_cpus``, ``num_gpus``, ``memory`` (bytes), ``object_store_memory``, ``resources``,
-        ``labels``; an unknown one raises RayAdapterOptionError."""
+        ``labels`` (``_system_config`` and the dashboard's are accepted and ignored, as
+        ``ray.init`` does); another one raises RayAdapterOptionError."""
         if self.head_node is None:
             node = _ClusterNode(self, _spec(node_args, "127.0.0.1"), True)
             self.head_node = node
