@@ -240,6 +240,11 @@ def test_node_arguments_ray_fixtures_pass_are_accepted(ray, monkeypatch):
     c.add_node(num_cpus=1, _system_config={"object_timeout_milliseconds": 200})
     with pytest.raises(RayAdapterOptionError, match="node_ip_address"):
         c.add_node(num_cpus=1, node_ip_address="10.0.0.9")
+    for option in ({"_system_config": {"object_timeout_milliseconds": 200}}, {"resources": {"x": 1}},
+                   {"labels": {"a": "b"}}, {"object_store_memory": 10 ** 8}):
+        name = next(iter(option))
+        with pytest.raises(ValueError, match=f"When connecting to an existing cluster, {name} must not"):
+            ray.init(address=c.address, **option)
     ray.init(address=c.address)
     assert ray.cluster_resources()["CPU"] == 2
     c.shutdown()

@@ -103,7 +103,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             address = os.environ.get("RAY_ADDRESS") or None
             if address is not None:
                 given["address"] = address
-        cluster = _cluster_nodes(address, num_cpus, num_gpus)
+        cluster = _cluster_nodes(address, num_cpus, num_gpus, resources=resources, labels=labels,
+                                 object_store_memory=object_store_memory,
+                                 _system_config=kwargs.get("_system_config") or None)
         if cluster is not None:
             address = given["address"] = None
         if isinstance(object_store_memory, float) and object_store_memory.is_integer():
@@ -177,8 +179,11 @@ def _metrics_port_option(kwargs):
     return port
 
 
-def _cluster_nodes(address, num_cpus, num_gpus):
-    """The nodes of the ``ray.cluster_utils.Cluster`` at ``address`` (None if it is not one)."""
+def _cluster_nodes(address, num_cpus, num_gpus, **node_options):
+    """The nodes of the ``ray.cluster_utils.Cluster`` at ``address`` (None if it is not one).
+    As Ray, ValueError for what describes the node being joined (``num_cpus``, ``num_gpus``,
+    ``resources``, ``labels``, ``object_store_memory``, ``_system_config``): the cluster's
+    nodes have theirs."""
     if not address:
         return None
     from ray_adapter.ray import cluster_utils
@@ -189,6 +194,9 @@ def _cluster_nodes(address, num_cpus, num_gpus):
     if num_cpus is not None or num_gpus is not None:
         raise ValueError("When connecting to an existing cluster, num_cpus and num_gpus must "
                          "not be provided.")
+    for name, value in node_options.items():
+        if value is not None:
+            raise ValueError(f"When connecting to an existing cluster, {name} must not be provided.")
     if _core.select_backend(None) != "embedded":
         from ray_adapter import gaps
 

@@ -37,30 +37,30 @@ class ActorPool:
     """
 
     def __init__(self, actors):
-        self._idle = list(actors)
+        self._idle_actors = list(actors)
         self._pending = {}    # key of an in-flight call's refs -> (submission index, actor)
         self._by_index = {}   # submission index -> the refs fn returned (a ref or a list)
-        self._waiting = []    # (fn, value) submitted while no actor was idle, oldest first
-        self._next_submit = 0
-        self._next_return = 0
+        self._pending_submits = []    # (fn, value) submitted while no actor was idle, oldest first
+        self._next_task_index = 0
+        self._next_return_index = 0
 
     # -- submission --------------------------------------------------------------------------
     def submit(self, fn, value):
         """Run ``fn(actor, value)`` on an idle actor now, or keep it until one is idle."""
-        if not self._idle:
-            self._waiting.append((fn, value))
+        if not self._idle_actors:
+            self._pending_submits.append((fn, value))
             return
-        actor = self._idle.pop()
+        actor = self._idle_actors.pop()
         refs = fn(actor, value)
-        self._pending[_key(refs)] = (self._next_submit, actor)
-        self._by_index[self._next_submit] = refs
-        self._next_submit += 1
+        self._pending[_key(refs)] = (self._next_task_index, actor)
+        self._by_index[self._next_task_index] = refs
+        self._next_task_index += 1
 
     def _return_actor(self, actor, alive=True):
         if alive:
-            self._idle.append(actor)
-        if self._waiting and self._idle:
-            self.submit(*self._waiting.pop(0))
+            self._idle_actors.append(actor)
+        if self._pending_submits and self._idle_actors:
+            self.submit(*self._pending_submits.pop(0))
 
     def _take(self, refs, actor):
         """The result of a call that has left the pending set; its actor is idle again unless
@@ -91,9 +91,9 @@ class ActorPool:
 
         if not self.has_next():
             raise StopIteration("No more results to get")
-        if self._next_return >= self._next_submit:
+        if self._next_return_index >= self._next_task_index:
             raise ValueError("It is not allowed to call get_next() after get_next_unordered().")
-        refs = self._by_index[self._next_return]
+        refs = self._by_index[self._next_return_index]
         timed_out = False
         if timeout is not None:
             ready, _ = ray.wait([refs], timeout=timeout)
@@ -101,8 +101,8 @@ class ActorPool:
                 if not ignore_if_timedout:
                     raise TimeoutError(_TIMED_OUT)
                 timed_out = True
-        del self._by_index[self._next_return]
-        self._next_return += 1
+        del self._by_index[self._next_return_index]
+        self._next_return_index += 1
         _, actor = self._pending.pop(_key(refs))
         if timed_out:
             self._ignore(refs, actor)
@@ -124,7 +124,7 @@ class ActorPool:
         index, actor = self._pending.pop(key)
         refs = self._by_index.pop(index)
         # Ordered results resume after the newest one taken unordered.
-        self._next_return = max(self._next_return, index + 1)
+        self._next_return_index = max(self._next_return_index, index + 1)
         if not ready:
             self._ignore(refs, actor)
         return self._take(refs, actor)
@@ -157,17 +157,17 @@ class ActorPool:
     # -- membership --------------------------------------------------------------------------
     def has_free(self):
         """True if an actor is idle and no submitted value is waiting for one."""
-        return bool(self._idle) and not self._waiting
+        return bool(self._idle_actors) and not self._pending_submits
 
     def pop_idle(self):
         """Remove and return an idle actor; None when :meth:`has_free` is false."""
-        return self._idle.pop() if self.has_free() else None
+        return self._idle_actors.pop() if self.has_free() else None
 
     def push(self, actor):
         """Add ``actor`` to the pool as idle (it takes a waiting value at once, if any);
         ``ValueError`` if it belongs to the pool already."""
         busy = [a for _, a in self._pending.values()]
-        if actor in self._idle or actor in busy:
+        if actor in self._idle_actors or actor in busy:
             raise ValueError("Actor already belongs to current ActorPool")
         self._return_actor(actor)
 
