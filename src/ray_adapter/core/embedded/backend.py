@@ -337,7 +337,10 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def _report_unread(self, data):
         """On the release thread: an error object freed unread goes to the proxy's report."""
-        error = serialization.loads(data)
+        try:
+            error = serialization.loads(data)
+        except Exception:  # noqa: BLE001 - an error the driver cannot rebuild: nothing to show
+            return
         if errors.reported_when_unread(error):
             self._on_unhandled_error(error)
 
