@@ -915,3 +915,38 @@ def test_init_takes_a_float_object_store_memory(ray_module):
     if ray.get_runtime_context() and not os.environ.get("RAY_ADAPTER_RUNTIME"):
         # The embedded runtime reports it as the node's resource (yr-local reports its own).
         assert ray.cluster_resources()["object_store_memory"] == 700e6
+
+
+def _task_function_name():
+    import ray_adapter.ray as ray_module
+
+    return ray_module.get_runtime_context().get_task_function_name()
+
+
+def test_get_task_function_name_is_module_qualified_as_in_ray(ray, caplog):
+    # Ray names the function by its descriptor: module.function, module.Class.method (Ray's
+    # test_runtime_context::test_get_task_function_name); in the driver None, with a warning.
+    @ray.remote
+    def plain():
+        return _task_function_name()
+
+    @ray.remote
+    class Named:
+        def __init__(self):
+            self.at_init = _task_function_name()
+
+        def method(self):
+            return self.at_init, _task_function_name()
+
+    @ray.remote
+    class Async:
+        async def method(self):
+            return _task_function_name()
+
+    assert ray.get(plain.options(name="custom").remote()) == f"{__name__}.plain"
+    actor = Named.remote()
+    assert ray.get(actor.method.remote()) == (f"{__name__}.Named.__init__", f"{__name__}.Named.method")
+    # An async method by its qualified name (Ray's descriptor of a coroutine function).
+    assert ray.get(Async.remote().method.remote()) == (
+        f"{__name__}.test_get_task_function_name_is_module_qualified_as_in_ray.<locals>.Async.method")
+    assert ray.get_runtime_context().get_task_function_name() is None

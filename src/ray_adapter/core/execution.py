@@ -38,6 +38,35 @@ def restore_env(saved):
             os.environ[k] = v
 
 
+#: Environment variable giving worker processes the driver script's module name.
+MAIN_MODULE_ENV = "RAY_ADAPTER_DRIVER_MAIN_MODULE"
+
+
+def main_module_name():
+    """The module name Ray gives code of the driver's script (``__main__``): the script's file
+    name without ``.py`` (in a worker process, the driver's, from :data:`MAIN_MODULE_ENV`)."""
+    name = os.environ.get(MAIN_MODULE_ENV)
+    if name:
+        return name
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.splitext(os.path.basename(path))[0] if path else "__main__"
+
+
+def function_descriptor(obj, method=None):
+    """What ``get_task_function_name()`` answers in a task or actor call, as Ray's function
+    descriptor reads: ``module.function``, ``module.Class.method`` (``obj`` the class); an
+    async method by its qualified name (``module.outer.<locals>.Class.method``), as Ray."""
+    module = getattr(obj, "__module__", None) or "__main__"
+    if module == "__main__":
+        module = main_module_name()
+    if method is not None:
+        attr = getattr(obj, method, None)
+        if inspect.iscoroutinefunction(attr) or inspect.isasyncgenfunction(attr):
+            return f"{module}.{attr.__qualname__}"
+    name = f"{module}.{getattr(obj, '__name__', type(obj).__name__)}"
+    return f"{name}.{method}" if method else name
+
+
 #: The adapter's own source tree: the frames of the runtime that called the user's code.
 _ADAPTER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 

@@ -145,6 +145,9 @@ class CallContext:
     #: The runtime's address (what ``ray.init`` returned as ``gcs_address``).
     gcs_address: str = ""
     is_canceled: bool = False       # the running call was cancelled (it was not interrupted)
+    #: The running call's function as Ray describes it (``module.function``,
+    #: ``module.Class.method``); "" in the driver.
+    function_name: str = ""
     actor_is_async: bool = False
 
     @property

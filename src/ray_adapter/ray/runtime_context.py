@@ -1,10 +1,13 @@
 """``ray.runtime_context``: :class:`RuntimeContext` and :func:`get_runtime_context`."""
+import logging
 import warnings
 
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import context as _context
 from ray_adapter.ray._private.global_worker import global_worker as _global_worker
 from ray_adapter.ray._raylet import ActorID, JobID, NodeID, PlacementGroupID, TaskID
+
+logger = logging.getLogger("ray.runtime_context")  # Ray's name: on the "ray" logger
 
 #: The accelerator resources Ray 2.60 reports in ``get_accelerator_ids()`` (all keys, always).
 ACCELERATOR_KINDS = ("GPU", "neuron_cores", "NPU", "MBLT", "RBLN", "TPU", "HPU", "FURIOSA", "TTNPU")
@@ -107,7 +110,14 @@ class RuntimeContext:
         return self._ctx().task_name or None
 
     def get_task_function_name(self):
-        return self._ctx().task_name or None
+        """The running task's or actor call's function as Ray names it (``module.function``,
+        ``module.Class.method``; a script's module is its file name); None in the driver, with
+        Ray's warning."""
+        ctx = self._ctx()
+        if ctx.is_driver:
+            logger.warning("This method is only available when the process is a worker. Current mode: 0")
+            return None
+        return ctx.function_name or ctx.task_name or None
 
     @property
     def namespace(self):

@@ -33,9 +33,9 @@ from ray_adapter.core.embedded.posts import flush_posted
 from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flush_std,  # noqa: F401
                                                 from_generator_function, loads_plain, pack_error,
                                                 pack_results, resolve_args, should_retry)
-from ray_adapter.core.embedded.worker_core import current_call
+from ray_adapter.core.embedded.worker_core import current_call, current_function
 from ray_adapter.core.execution import (actor_method, apply_env, construct, construct_async,  # noqa: F401
-                                        exit_status, intended_exit, task_failure)
+                                        exit_status, function_descriptor, intended_exit, task_failure)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -46,6 +46,7 @@ class ActorHost:
     def __init__(self, worker, message):
         self.worker = worker
         self.instance = None
+        self.actor_cls = None  # the user's class (its calls' function descriptors)
         self.ready = threading.Event()
         self.is_async = message.is_async
         limit = message.max_concurrency
@@ -78,8 +79,11 @@ class ActorHost:
         apply_env(message.env)
         name = message.class_name + ".__init__"
         token = current_call.set((None, name, message.actor_id))
+        function_token = None
         try:
             cls = w.load(message.key)
+            self.actor_cls = cls
+            function_token = current_function.set(function_descriptor(cls, "__init__"))
             # (cloudpickled: method options may name classes of the driver's __main__)
             w.actor_handle_meta = pickle.loads(message.handle_meta)
             args, kwargs = resolve_args(message.args, message.deps, buffers)
@@ -99,6 +103,8 @@ class ActorHost:
             w.post(protocol.ActorFailed(message.actor_id, results[0]), bufs)
             return
         finally:
+            if function_token is not None:
+                current_function.reset(function_token)
             current_call.reset(token)
         w.actor_log_name = _log_name(self.instance)
         self.ready.set()
@@ -146,6 +152,7 @@ class ActorHost:
             self._finish(task_id, pack_error(errors.TaskCancelled(task_id)), where)
             return
         token = current_call.set((task_id, name, w.actor_id))
+        function_token = current_function.set(function_descriptor(self.actor_cls, message.method))
         retryable = False
         try:
             method = actor_method(self.instance, message.method)
@@ -162,6 +169,7 @@ class ActorHost:
         except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
             reply, retryable = self._failure(exc, message)
         finally:
+            current_function.reset(function_token)
             current_call.reset(token)
             if message.streaming:
                 self.budget.close(task_id)
@@ -176,6 +184,7 @@ class ActorHost:
         task_id, name = message.task_id, message.name
         async with group_loop.limit:
             token = current_call.set((task_id, name, self.worker.actor_id))
+            function_token = current_function.set(function_descriptor(self.actor_cls, message.method))
             retryable = started = False
             try:
                 method = actor_method(self.instance, message.method)
@@ -202,6 +211,7 @@ class ActorHost:
             except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
                 reply, retryable = self._failure(exc, message)
             finally:
+                current_function.reset(function_token)
                 current_call.reset(token)
                 self.running_async.discard(task_id)
                 if message.streaming:

@@ -37,6 +37,7 @@ from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.entry import default_worker as entry
 from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking
 from ray_adapter.core.embedded.zygote import Zygote
+from ray_adapter.core.execution import MAIN_MODULE_ENV, main_module_name
 from ray_adapter.core.threads import blocking_signals, start_daemon
 
 #: Extra idle workers kept per node beyond its CPU count before idle ones are retired.
@@ -360,6 +361,7 @@ def worker_environment(job_env_vars):
     env = dict(os.environ)
     env["RAY_BACKEND"] = "yuanrong"
     env["PYTHONPATH"] = driver_code_path()
+    env[MAIN_MODULE_ENV] = main_module_name()  # what Ray calls the script's functions' module
     env.update(job_env_vars)
     return env
 

@@ -34,9 +34,9 @@ from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocking,
                                              reset_after_fork as reset_posts_after_fork,
                                              write_posts_at_once)
-from ray_adapter.core.embedded.worker_core import WorkerCore, current_call
+from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, current_function
 from ray_adapter.core.embedded.worker_reading import ReadRole
-from ray_adapter.core.execution import apply_env, exit_status, restore_env
+from ray_adapter.core.execution import apply_env, exit_status, function_descriptor, restore_env
 from ray_adapter.core.threads import start_daemon, unblock_signals
 
 
@@ -53,6 +53,7 @@ class Worker:
         self.channel.codec = WorkerCodec(self.core.block_released)
         self.blobs = {}                 # key -> pickled function / class, as registered
         self.functions = {}             # key -> loaded function / class
+        self.descriptors = {}           # key -> its function's descriptor (get_task_function_name)
         self.exec_queue = queue.SimpleQueue()
         self.job_id = self.node_id = self.worker_id = None
         self.namespace = None
@@ -319,6 +320,7 @@ class Worker:
         self.assignment = message.assignment
         saved_env = apply_env(message.env)
         token = current_call.set((task_id, name, None))
+        function_token = current_function.set(self.descriptors.get(message.key, ""))
         retryable = False
         try:
             try:
@@ -326,6 +328,9 @@ class Worker:
                 if self.cancel_requested == task_id:  # arrived before the task's code began
                     raise executors.Cancelled()
                 fn = self.load(message.key)
+                if message.key not in self.descriptors:
+                    self.descriptors[message.key] = function_descriptor(fn)
+                    current_function.set(self.descriptors[message.key])
                 args, kwargs = executors.resolve_args(message.args, message.deps, buffers)
                 result = fn(*args, **kwargs)
                 if message.streaming:  # its items go out as it yields (a cancel interrupts it)
@@ -351,6 +356,7 @@ class Worker:
             retryable = executors.should_retry(exc, message.retry_exceptions)
             reply = executors.pack_error(executors.task_failure(exc, name, None))
         finally:
+            current_function.reset(function_token)
             current_call.reset(token)
             restore_env(saved_env)
         self.send_done(task_id, reply, retryable)

@@ -36,6 +36,8 @@ from ray_adapter.core.threads import start_daemon
 
 # (task_id, task_name, actor_id) of the call running in this thread / coroutine.
 current_call = contextvars.ContextVar("ray_adapter_current_call", default=(None, "", None))
+#: The running call's function descriptor (``execution.function_descriptor``); "" outside one.
+current_function = contextvars.ContextVar("ray_adapter_current_function", default="")
 
 
 class _Slot:
@@ -369,7 +371,8 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
             capture_child_tasks=bool(a is not None and a.capture),
             gcs_address=f"embedded://127.0.0.1:{os.getppid()}",
             accelerator_ids={k: list(v) for k, v in a.accelerators.items()} if a is not None else {},
-            is_canceled=canceled, actor_is_async=host is not None and host.is_async)
+            is_canceled=canceled, actor_is_async=host is not None and host.is_async,
+            function_name=current_function.get())
 
 
 

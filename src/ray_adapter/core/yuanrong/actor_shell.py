@@ -24,12 +24,12 @@ import threading
 
 from ray_adapter.core import errors
 from ray_adapter.core.execution import (actor_method, construct, construct_async, exit_status,
-                                        intended_exit, task_failure)
+                                        function_descriptor, intended_exit, task_failure)
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
-                                             current_devices, current_group, current_shell,
+                                             current_devices, current_function, current_group, current_shell,
                                              local_resources, load_args, result_box, stream_items,
                                              stream_items_async, _forget_cancel)
 
@@ -152,6 +152,7 @@ class ActorShell:
         """Make the instance (again, after a restart); a failure is kept as ``init_error``."""
         args, kwargs = self._args
         token = current_call.set((None, f"{self.class_name}.__init__", self.actor_id, self.name, self.resources))
+        function_token = current_function.set(function_descriptor(self._cls, "__init__"))
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
         env_token = thread_env.enter(self._call_env())
@@ -168,6 +169,7 @@ class ActorShell:
             thread_env.leave(env_token)
             current_devices.reset(devices_token)
             current_group.reset(group_token)
+            current_function.reset(function_token)
             current_call.reset(token)
 
     def call(self, meta, packed_args, *deps):
@@ -203,6 +205,7 @@ class ActorShell:
         if failed is not None:
             return failed
         token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
+        function_token = current_function.set(function_descriptor(self._cls, method_name))
         shell_token = current_shell.set(self)
         group_token = current_group.set(self.group)
         devices_token = current_devices.set(self.devices)
@@ -229,6 +232,7 @@ class ActorShell:
             current_devices.reset(devices_token)
             current_group.reset(group_token)
             current_shell.reset(shell_token)
+            current_function.reset(function_token)
             current_call.reset(token)
 
     def _run(self, method_name, task_id, name, num_returns, streaming, group_loop, args, kwargs):

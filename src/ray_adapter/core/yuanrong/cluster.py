@@ -107,6 +107,7 @@ class ClusterMixin:
             job_id=self.job_id, node_id=self.node_id, worker_id=self.worker_id,
             namespace=self.namespace, is_driver=not in_call,
             task_id=task_id if in_call else None, actor_id=actor_id, task_name=task_name,
+            function_name=shell.current_function.get() if in_call else "",
             actor_name=actor_name,
             assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
             gpu_ids=list(devices.get("GPU", ())),

@@ -12,7 +12,7 @@ import threading
 
 from ray_adapter import core
 from ray_adapter.core import errors, serialization
-from ray_adapter.core.execution import GeneratorFailed, split_returns, task_failure
+from ray_adapter.core.execution import GeneratorFailed, function_descriptor, split_returns, task_failure
 from ray_adapter.core.interface import ArgRef
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
@@ -20,6 +20,8 @@ from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 
 # (task_id, task_name, actor_id, actor_name, resources) of the call running in this thread.
 current_call = contextvars.ContextVar("ray_adapter_yr_call", default=(None, "", None, None, {}))
+#: The running call's function descriptor (``execution.function_descriptor``); "" outside one.
+current_function = contextvars.ContextVar("ray_adapter_yr_function", default="")
 # The ActorShell whose method is running in this thread / coroutine.
 current_shell = contextvars.ContextVar("ray_adapter_yr_shell", default=None)
 # (placement group id, capture) of the task or actor running in this thread, or None.
@@ -294,6 +296,7 @@ def _run_task(function, meta, packed_args, deps):
     if hook_failure is not None:
         return Box(False, errors.EnvSetupFailed(hook_failure))
     token = current_call.set((task_id, name, None, None, resources))
+    function_token = current_function.set(function_descriptor(function))
     held = shared_environ.acquire(env_vars)
     try:
         while True:
@@ -309,6 +312,7 @@ def _run_task(function, meta, packed_args, deps):
                 return Box(False, task_failure(exc, name))
     finally:
         shared_environ.release(held)
+        current_function.reset(function_token)
         current_call.reset(token)
 
 
