@@ -167,8 +167,8 @@ YR_LOCAL_LIMITS = (
     "adapter says so on stderr first); Ray ends only that worker (WorkerCrashedError, "
     "ActorDiedError); sys.exit is handled as Ray does",
     "- process isolation: one os.environ, sys.path and cwd for every call (runtime_env "
-    "env_vars of overlapping calls show through; CUDA_VISIBLE_DEVICES is per call for "
-    "Python reads only, not for CUDA itself), and CPU-bound calls share the GIL",
+    "env_vars and CUDA_VISIBLE_DEVICES are per call for Python reads only, not for CUDA, "
+    "native code or subprocesses), and CPU-bound calls share the GIL",
     "- interrupting: a running task cannot be cancelled (it finishes, its result is dropped); "
     "a crashed actor restarts within the call that crashed it",
     "- resources ARE kept as Ray keeps them (by the adapter): work that does not fit waits, "
