@@ -26,12 +26,26 @@ _DRIVER = textwrap.dedent("""
 """)
 
 
-def _start_driver(tmp_path):
+@pytest.fixture
+def session_tmp():
+    """A temporary directory of these drivers' own: another suite's runtime starting on this
+    machine meanwhile (CI runs two Python versions at once) sweeps dead drivers' session
+    directories in the shared one, which would remove them before the test looks."""
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="sd")
+    yield path
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _start_driver(tmp_path, session_tmp):
     work = tmp_path / "work"
     work.mkdir(parents=True)
     (work / "data.txt").write_text("x")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(RAY_BACKEND="yuanrong", RAY_ADAPTER_RUNTIME="embedded")
+    env.update(RAY_BACKEND="yuanrong", RAY_ADAPTER_RUNTIME="embedded", TMPDIR=session_tmp)
     proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(work)], stdout=subprocess.PIPE,
                             text=True, env=env, cwd="/")
     cwd = proc.stdout.readline().strip()
@@ -53,8 +67,8 @@ def _gone_within(path, seconds):
 
 
 @pytest.mark.timeout(120)
-def test_the_template_removes_the_session_dir_of_a_killed_driver(tmp_path):
-    proc, session = _start_driver(tmp_path)
+def test_the_template_removes_the_session_dir_of_a_killed_driver(tmp_path, session_tmp):
+    proc, session = _start_driver(tmp_path, session_tmp)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert _gone_within(session, 10), os.listdir(session)
@@ -62,9 +76,9 @@ def test_the_template_removes_the_session_dir_of_a_killed_driver(tmp_path):
 
 
 @pytest.mark.timeout(180)
-def test_the_next_runtime_removes_the_session_dirs_of_dead_drivers(tmp_path):
-    proc, session = _start_driver(tmp_path)
-    live, live_session = _start_driver(tmp_path / "other")  # another driver, alive throughout
+def test_the_next_runtime_removes_the_session_dirs_of_dead_drivers(tmp_path, session_tmp):
+    proc, session = _start_driver(tmp_path, session_tmp)
+    live, live_session = _start_driver(tmp_path / "other", session_tmp)  # alive throughout
     try:
         # The template goes first (as with a kill of the whole process group), then the driver.
         for child in psutil.Process(proc.pid).children():
@@ -75,7 +89,7 @@ def test_the_next_runtime_removes_the_session_dirs_of_dead_drivers(tmp_path):
         time.sleep(0.5)
         assert os.path.isdir(session)  # nobody could remove it
         result = run_code("import ray; ray.init(num_cpus=1); ray.shutdown()",
-                          env={"RAY_ADAPTER_RUNTIME": "embedded"})
+                          env={"RAY_ADAPTER_RUNTIME": "embedded", "TMPDIR": session_tmp})
         assert result.returncode == 0, result.stderr[-2000:]
         assert not os.path.exists(session)
         assert os.path.isdir(live_session)  # a live driver's stays
