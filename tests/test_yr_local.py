@@ -285,9 +285,40 @@ def test_env_vars_of_calls_and_actors_leave_the_driver_environment_as_they_found
         holder = Holder.options(runtime_env={"env_vars": {"ACTOR_VAR": "actor"}}).remote()
         print(ray.get(holder.get.remote()))
         print("while running:", sorted(k for k in ("JOB_VAR", "TASK_VAR") if k in os.environ))
+
+        # A task overlapping an actor that holds the same variable, and an actor that exits:
+        # the process environment, not a call's own view, goes back to what it was.
+        os.environ["SHARED"] = "orig"
+
+        @ray.remote
+        def holds(delay):
+            time.sleep(delay)
+            return os.environ["SHARED"]
+
+        @ray.remote
+        class Quits:
+            def value(self):
+                return os.environ["SHARED"]
+
+            def quit(self):
+                ray.actor.exit_actor()
+
+        running = holds.options(runtime_env={"env_vars": {"SHARED": "task"}}).remote(0.5)
+        quits = Quits.options(runtime_env={"env_vars": {"SHARED": "actor"}}).remote()
+        print(ray.get(quits.value.remote()), ray.get(running))
+        try:
+            ray.get(quits.quit.remote())
+        except ray.exceptions.RayActorError:
+            pass
+        deadline = time.monotonic() + 5  # the caller hears of the exit before the shell ends
+        while os.environ["SHARED"] != "orig" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("after the actor exited:", os.environ["SHARED"])
+        del os.environ["SHARED"]
         ray.shutdown()
         print("changed:", sorted(k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k)))
     """), env=YR_LOCAL, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [
-        "[('job', '0'), ('job', '1'), ('job', '2')]", "actor", "while running: ['JOB_VAR']", "changed: []"]
+        "[('job', '0'), ('job', '1'), ('job', '2')]", "actor", "while running: ['JOB_VAR']",
+        "actor task", "after the actor exited: orig", "changed: []"]

@@ -252,9 +252,10 @@ class Unserializable(CoreError):
 
 def reported_when_unread(error):
     """Whether an object holding ``error``, freed before anyone read it, is reported as an
-    unhandled error (:attr:`InitOptions.on_unhandled_error`): a failed task or call is, a
-    cancellation (also one that interrupted the call: a TaskFailed caused by TaskCancelled)
-    and a call to a dead or unreachable actor are not (what Ray 2.60 reports)."""
+    unhandled error (:attr:`InitOptions.on_unhandled_error`): as Ray 2.60, a task or call that
+    raised, or whose worker died, is; a cancellation (also one that interrupted the call: a
+    TaskFailed caused by TaskCancelled), a dead or unreachable actor, an unschedulable task, a
+    removed placement group, a failed env set-up and a lost node are not."""
     if isinstance(error, TaskFailed):
-        error = error.cause
-    return not isinstance(error, (TaskCancelled, ActorDied, ActorUnavailable))
+        return not isinstance(error.cause, TaskCancelled)
+    return isinstance(error, WorkerDied)  # Ray: only task failures and worker deaths

@@ -94,7 +94,7 @@ class InitOptions:
     #: Called with the error (a :class:`~ray_adapter.core.errors.CoreError` or the user's
     #: exception) of an object freed before any ``get``, ``wait``, future or dependent call
     #: read it -- a failed call whose result was dropped unread (Ray's "Unhandled error"
-    #: report) -- except cancellations and calls to a dead actor, which Ray does not report.
+    #: report) -- task failures and worker deaths only (``errors.reported_when_unread``).
     #: Runs on a thread of the core's, never under a lock of the core's; None: no report.
     on_unhandled_error: Optional[Callable[[BaseException], None]] = None
 

@@ -262,17 +262,20 @@ class ObjectTable(HoldersMixin):
         is sealed with an error, ``[(data, True)]`` of the first such in ``object_ids`` (Ray
         raises it without waiting for the others). Raises ObjectFreed for a missing one."""
         out = []
-        missing = None
+        missing = first_error = None
         with self._lock:
             for oid in object_ids:
                 entry = self._objects.get(oid)
                 if entry is None:
                     missing = missing or oid  # an error later in the list is raised first
                 elif entry.is_error:
-                    entry.read = True
-                    return [(entry.data, True)]
-                else:
+                    entry.read = True  # every error it saw (as Ray's get), the first raised
+                    if first_error is None:
+                        first_error = entry.data
+                elif first_error is None:
                     out.append((entry.data, False))
+        if first_error is not None:
+            return [(first_error, True)]
         if missing is not None:
             raise errors.ObjectFreed(missing)
         return out
@@ -292,13 +295,15 @@ class ObjectTable(HoldersMixin):
 
     def first_error(self, object_ids):
         """The data of the first of ``object_ids`` sealed with an error, or None."""
+        first = None
         with self._lock:
             for oid in object_ids:
                 entry = self._objects.get(oid)
                 if entry is not None and entry.is_error:
                     entry.read = True  # taken by a dependent task: its own error reports it
-                    return entry.data
-        return None
+                    if first is None:
+                        first = entry.data
+        return first
 
     def ready_flags(self, object_ids, unknown_ready=True):
         """True per id that is sealed; an id the table does not hold (freed, or never

@@ -39,6 +39,9 @@ class SharedEnviron:
     values, and an actor's stayed after shutdown: a driver that later started a real Ray
     passed ``__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR`` on to Ray's workers, which died of it.
 
+    It reads and writes the process environment itself, past the per-call overlay of
+    :mod:`.thread_env` (a call's own view), whichever call's thread it runs in.
+
     Thread-safety: the counts (``_held``) are guarded by ``_lock``, a leaf lock; ``os.environ``
     is written under it (``putenv``, no I/O) so a release never undoes a newer set.
     """
@@ -55,9 +58,9 @@ class SharedEnviron:
             for name, value in env_vars.items():
                 entry = self._held.get(name)
                 if entry is None:
-                    entry = self._held[name] = [0, os.environ.get(name)]
+                    entry = self._held[name] = [0, _process_get(name)]
                 entry[0] += 1
-                os.environ[name] = str(value)
+                os._Environ.__setitem__(os.environ, name, str(value))
         return tuple(env_vars)
 
     def release(self, token):
@@ -84,9 +87,20 @@ class SharedEnviron:
     @staticmethod
     def _restore(name, before):
         if before is None:
-            os.environ.pop(name, None)
+            try:
+                os._Environ.__delitem__(os.environ, name)
+            except KeyError:
+                pass
         else:
-            os.environ[name] = before
+            os._Environ.__setitem__(os.environ, name, before)
+
+
+def _process_get(name):
+    """The process environment's value of ``name`` (None: unset), not a call's overlay."""
+    try:
+        return os._Environ.__getitem__(os.environ, name)
+    except KeyError:
+        return None
 
 
 #: The one per process (``os.environ`` is).

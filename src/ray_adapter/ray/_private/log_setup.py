@@ -14,10 +14,14 @@ Thread-safety: :func:`configure_at_import` runs once, under :data:`_lock`; the h
 state of its own beyond what ``logging`` guards.
 """
 import logging
+import os
+import sys
 import threading
 
 #: Ray's default record format for the driver (``ray_constants.LOGGER_FORMAT``).
 LOGGER_FORMAT = "%(asctime)s\t%(levelname)s %(filename)s:%(lineno)s -- %(message)s"
+#: ``ray.init``'s default ``logging_level`` (``ray_constants.LOGGER_LEVEL``).
+LOGGER_LEVEL = os.environ.get("RAY_LOGGER_LEVEL", "info")
 
 _lock = threading.Lock()
 _configured = False
@@ -35,10 +39,21 @@ def _in_task():
 
 
 class RayStderrHandler(logging.StreamHandler):
-    """Writes each record to ``sys.stderr`` (as it was when the handler was made): formatted
-    in the driver, the bare message in tasks and actors."""
+    """Writes each record to ``sys.stderr``: in the driver the one of when the handler was
+    made, formatted; in tasks and actors the current one (the worker's writer, which prefixes
+    ``(name pid=N)``), the bare message."""
 
     _plain = logging.Formatter("%(message)s")
+
+    def emit(self, record):
+        if not _in_task():
+            super().emit(record)
+            return
+        saved, self.stream = self.stream, sys.stderr  # under the handler's lock (handle())
+        try:
+            super().emit(record)
+        finally:
+            self.stream = saved
 
     def format(self, record):
         if _in_task():

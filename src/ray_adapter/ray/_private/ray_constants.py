@@ -9,7 +9,7 @@ import os
 
 from ray_adapter import gaps
 from ray_adapter.core.runtime_env import SETUP_HOOK_ENV_VAR
-from ray_adapter.ray._private.log_setup import LOGGER_FORMAT  # noqa: F401 - one source
+from ray_adapter.ray._private.log_setup import LOGGER_FORMAT, LOGGER_LEVEL  # noqa: F401 - one source
 
 _logger = logging.getLogger("ray._common.utils")  # where Ray's helpers log
 
@@ -70,7 +70,6 @@ KV_NAMESPACE_PDB = b"ray_pdb"
 KV_NAMESPACE_SESSION = b"session"
 KV_NAMESPACE_TRACING = b"tracing"
 
-LOGGER_LEVEL = os.environ.get("RAY_LOGGER_LEVEL", "info")
 LOGGER_LEVEL_CHOICES = ["debug", "info", "warning", "error", "critical"]
 
 GPU = "GPU"

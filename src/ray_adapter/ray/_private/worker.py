@@ -69,7 +69,8 @@ def is_initialized():
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None,
          object_store_memory=None, local_mode=False, ignore_reinit_error=False,
          include_dashboard=None, dashboard_host="127.0.0.1", dashboard_port=None, job_config=None,
-         configure_logging=True, logging_level="info", logging_format=None, logging_config=None,
+         configure_logging=True, logging_level=_log_setup.LOGGER_LEVEL, logging_format=None,
+         logging_config=None,
          log_to_driver=None, namespace=None, runtime_env=None, enable_resource_isolation=False,
          cgroup_path=None, system_reserved_cpu=None, system_reserved_memory=None,
          proxy_server_url=None, **kwargs):
