@@ -38,6 +38,15 @@ def restore_env(saved):
             os.environ[k] = v
 
 
+def exit_grace_seconds(default):
+    """How long calls still running at interpreter exit may finish (seconds):
+    ``RAY_ADAPTER_EXIT_GRACE_S`` when set to a number, else ``default``."""
+    try:
+        return max(0.0, float(os.environ["RAY_ADAPTER_EXIT_GRACE_S"]))
+    except (KeyError, ValueError):
+        return default
+
+
 #: Environment variable giving worker processes the driver script's module name.
 MAIN_MODULE_ENV = "RAY_ADAPTER_DRIVER_MAIN_MODULE"
 

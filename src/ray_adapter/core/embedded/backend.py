@@ -39,7 +39,7 @@ from ray_adapter.core.embedded.task_events import TaskEvents
 from ray_adapter.core.embedded.task_support import notice
 from ray_adapter.core.embedded.tasks import TaskManager
 from ray_adapter.core.embedded.timers import Timers
-from ray_adapter.core.execution import serialize_args, serialize_value
+from ray_adapter.core.execution import exit_grace_seconds, serialize_args, serialize_value
 from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
@@ -148,7 +148,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         unfinished = self.tasks.unfinished_returns() + self.actors.unfinished_returns()
         if unfinished:
             try:
-                self.objects.wait(unfinished, len(unfinished), EXIT_GRACE_S)
+                self.objects.wait(unfinished, len(unfinished), exit_grace_seconds(EXIT_GRACE_S))
             except errors.NotInitialized:  # shut down meanwhile (another thread)
                 pass
         self._stop(grace=EXIT_KILL_AFTER_S)

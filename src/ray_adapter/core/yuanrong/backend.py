@@ -24,6 +24,7 @@ import time
 import uuid
 
 from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core.execution import exit_grace_seconds
 from ray_adapter.core.interface import ArgRef, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.embedded.resources import detect_accelerators
@@ -185,7 +186,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
                 ended = concurrent.futures.Future()
                 completion.add(lambda _v, _e, f=ended: f.set_result(None))
                 futures.append(ended)
-        concurrent.futures.wait([f for f in futures if not f.done()], timeout=EXIT_GRACE_S)
+        concurrent.futures.wait([f for f in futures if not f.done()], timeout=exit_grace_seconds(EXIT_GRACE_S))
 
     def shutdown(self):
         with self._lock:
