@@ -186,7 +186,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
                 ended = concurrent.futures.Future()
                 completion.add(lambda _v, _e, f=ended: f.set_result(None))
                 futures.append(ended)
-        concurrent.futures.wait([f for f in futures if not f.done()], timeout=exit_grace_seconds(EXIT_GRACE_S))
+        concurrent.futures.wait([f for f in futures if not f.done()],
+                                timeout=exit_grace_seconds(EXIT_GRACE_S))
 
     def shutdown(self):
         with self._lock:

@@ -49,16 +49,13 @@ class RayStderrHandler(logging.StreamHandler):
         if not _in_task():
             super().emit(record)
             return
-        saved, self.stream = self.stream, sys.stderr  # under the handler's lock (handle())
+        # Under the handler's lock (handle()): this record's stream and format only.
+        saved = self.stream, self.formatter
+        self.stream, self.formatter = sys.stderr, self._plain
         try:
             super().emit(record)
         finally:
-            self.stream = saved
-
-    def format(self, record):
-        if _in_task():
-            return self._plain.format(record)
-        return super().format(record)
+            self.stream, self.formatter = saved
 
 
 def configure_at_import():
