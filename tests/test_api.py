@@ -1,5 +1,6 @@
 """Ray API semantics against a real embedded runtime (real worker processes)."""
 import os
+import re
 import time
 
 import numpy as np
@@ -291,8 +292,36 @@ def test_task_exception_is_ray_task_error_and_the_original_type(ray):
     assert isinstance(e.cause, ValueError) and e.cause.args == ("bad value 42",)
     assert e.args == (e.cause,)
     text = str(e)
-    assert text.startswith("ray::boom() (pid=")
+    assert text.startswith("\x1b[36mray::boom()\x1b[39m (pid=")  # Ray colours the name, also off a TTY
     assert 'raise ValueError("bad value 42")' in text and "ValueError: bad value 42" in text
+
+
+def test_an_actor_method_error_names_the_actor_by_id_and_repr(ray):
+    """Ray's header of a failed actor call: ``ray::Class.method() (pid=, ip=, actor_id=<hex>,
+    repr=<repr(instance)>)`` -- the instance's own ``__repr__`` when it has one."""
+    @ray.remote
+    class Shown:
+        def __repr__(self):
+            return "Shown(rank=3)"
+
+        def fail(self):
+            raise KeyError("k")
+
+    @ray.remote
+    class Plain:
+        def fail(self):
+            raise KeyError("k")
+
+    shown, plain = Shown.remote(), Plain.remote()
+    with pytest.raises(KeyError) as info:
+        ray.get(shown.fail.remote())
+    header = str(info.value).splitlines()[0]
+    assert header.startswith("\x1b[36mray::Shown.fail()\x1b[39m (pid=")
+    assert header.endswith(f", actor_id={shown._actor_id.hex()}, repr=Shown(rank=3))")
+    with pytest.raises(KeyError) as info:
+        ray.get(plain.fail.remote())
+    assert re.search(r", actor_id=[0-9a-f]{32}, repr=<[\w.<>]*Plain object at 0x[0-9a-f]+>\)$",
+                     str(info.value).splitlines()[0])
 
 
 def test_custom_exception_attributes_survive(ray):

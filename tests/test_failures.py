@@ -182,7 +182,7 @@ def test_an_exception_that_cannot_travel_is_reported_as_ray_reports_it(ray):
     assert not isinstance(info.value, ray.exceptions.RayTaskError)
     text = str(info.value)
     assert text.startswith("Failed to deserialize exception. Refer to https://docs.ray.io/")
-    assert "Original exception:\nray.exceptions.RayTaskError: ray::not_rebuilt()" in text
+    assert "Original exception:\nray.exceptions.RayTaskError: \x1b[36mray::not_rebuilt()\x1b[39m" in text
     assert "_NotRebuilt: bad code" in text
     # Does not pickle at all: a plain RayTaskError with the task's text.
     with pytest.raises(ray.exceptions.RayTaskError) as info:

@@ -251,7 +251,7 @@ def test_a_submitted_jobs_env_is_merged_with_init_s(ray_module, monkeypatch):
 @pytest.mark.parametrize("field, value", [
     ("pip", ["requests"]), ("uv", ["requests"]), ("conda", "base"),
     ("container", {"image": "x"}), ("image_uri", "docker.io/x"), ("nsight", "default"),
-    ("java_jars", ["a.jar"]), ("my_plugin", {"a": 1})])
+    ("java_jars", ["a.jar"])])
 def test_unsupported_fields_raise_the_gap_naming_them(ray, field, value):
     """As Ray, a runtime env is set up when the task is submitted or the actor created: the
     decorator and .options() accept the field (NeMo-RL decorates classes with nsight envs at
@@ -270,6 +270,27 @@ def test_unsupported_fields_raise_the_gap_naming_them(ray, field, value):
     with pytest.raises(gaps.RayAdapterOptionError, match=rf"runtime_env\['{field}'\]"):
         decorated.options(num_cpus=0).remote()
     assert ray.get(f.remote(), timeout=60) == 1  # the function itself is unharmed
+
+
+def test_a_key_that_is_no_ray_field_is_a_plugin_ignored_as_ray_ignores_it(ray):
+    """Ray treats a runtime_env key it does not know as a plugin's name and, with no such
+    plugin installed, runs the task without it (no error): so do we, for tasks, actors and
+    the job's env."""
+    @ray.remote
+    def read():
+        return os.environ.get("PLUGIN_TEST")
+
+    @ray.remote
+    class Reader:
+        def read(self):
+            return os.environ.get("PLUGIN_TEST")
+
+    env = {"my_plugin": {"a": 1}, "env_vars": {"PLUGIN_TEST": "set"}}
+    assert ray.get(read.options(runtime_env=env).remote(), timeout=60) == "set"
+    assert ray.get(Reader.options(runtime_env=env).remote().read.remote(), timeout=60) == "set"
+    ray.shutdown()
+    ray.init(num_cpus=1, runtime_env=env)
+    assert ray.get(read.remote(), timeout=60) == "set"
 
 
 def test_a_class_decorated_with_nsight_imports_and_fails_only_when_created():

@@ -117,6 +117,97 @@ def test_private_state_services_and_global_worker(ray):
     assert ray.get(inside.remote(), timeout=30) == (worker.WORKER_MODE, "127.0.0.1", "127.0.0.1")
 
 
+def test_list_objects_lists_what_the_runtime_holds_until_it_is_freed(ray):
+    import numpy as np
+
+    st = state_api()
+    api = importlib.import_module("ray_adapter.ray.experimental.state.api")
+    assert api.list_objects is st.list_objects  # Ray's test files import it from there
+
+    @ray.remote
+    def slow(seconds):
+        import time
+
+        time.sleep(seconds)
+        return b"x" * 1000
+
+    @ray.remote
+    def boom():
+        raise ValueError("no")
+
+    @ray.remote
+    def count_inside():
+        return len(st.list_objects(limit=None))
+
+    stored = ray.put(np.zeros(10_000))
+    pending = slow.remote(3)
+    failed = boom.remote()
+    ray.wait([failed])
+    by_id = {o.object_id: o for o in st.list_objects(limit=None)}
+    assert {stored.hex(), pending.hex(), failed.hex()} <= set(by_id)
+    record = by_id[stored.hex()]
+    assert isinstance(record, st.ObjectState) and record.task_status == "FINISHED"
+    assert record.reference_type == "LOCAL_REFERENCE" and record.type == "DRIVER"
+    assert record.pid > 0 and record.ip == "127.0.0.1" and record.call_site == "disabled"
+    assert by_id[pending.hex()].task_status not in ("FINISHED", "FAILED")
+    assert by_id[failed.hex()].task_status == "FAILED"
+    if ray.get_runtime_context().gcs_address.startswith("embedded"):
+        assert record.object_size >= 80_000  # the array's bytes and its header
+    assert [o.object_id for o in st.list_objects(filters=[("object_id", "=", stored.hex())])] == [stored.hex()]
+    assert len(st.list_objects(limit=1)) == 1
+    assert ray.get(count_inside.remote(), timeout=30) >= 3  # asked from a worker: the same table
+    gone = stored.hex()
+    del stored
+    deadline = __import__("time").monotonic() + 10
+    while st.list_objects(filters=[("object_id", "=", gone)]):
+        assert __import__("time").monotonic() < deadline, "a freed object is still listed"
+        __import__("time").sleep(0.05)
+    ray.cancel(pending, force=True)
+
+
+def test_core_worker_object_exists_and_the_global_node(ray):
+    from unittest import mock
+
+    worker = importlib.import_module("ray_adapter.ray._private.worker")
+    core_worker = worker.global_worker.core_worker
+
+    @ray.remote
+    def later():
+        import time
+
+        time.sleep(0.5)
+        return 2
+
+    ref = later.remote()
+    assert core_worker.object_exists(ref) is False  # its task is still running
+    ray.wait([ref])
+    assert core_worker.object_exists(ref) is True
+    assert core_worker.object_exists(ray.put(1)) is True
+    assert core_worker.object_exists(ray.ObjectRef.from_random()) is False
+    with pytest.raises(ValueError, match="memory_store_only"):
+        core_worker.object_exists(ref, memory_store_only=True)
+    # Ray's get_node_ip_address reads the module attribute: a patched module answers.
+    assert worker._global_node.node_ip_address == "127.0.0.1"
+    with mock.patch("ray_adapter.ray._private.worker") as patched:
+        patched._global_node.node_ip_address = "10.0.0.111"
+        assert ray.util.get_node_ip_address() == "10.0.0.111"
+    assert ray.util.get_node_ip_address() == "127.0.0.1"
+    ray.shutdown()
+    assert worker._global_node is None
+    with pytest.raises(AttributeError):
+        worker.global_worker.core_worker
+
+
+def test_object_ref_ids_as_ray_makes_them(ray_module):
+    ref = ray_module.ObjectRef.from_random()
+    assert len(ref.binary()) == ray_module.ObjectRef.size() == 28 and not ref.is_nil()
+    assert ref != ray_module.ObjectRef.from_random()
+    nil = ray_module.ObjectRef.nil()
+    assert nil.is_nil() and nil.hex() == "f" * 56
+    assert not ray_module.ObjectRef(b"\x00" * 28).is_nil()  # as Ray: only the all-ones id
+    assert ray_module.ObjectRef.from_binary(ref.binary()) == ref
+
+
 def test_runtime_context_reports_placement_and_reconstruction(ray):
     ctx = ray.get_runtime_context()
     assert ctx.was_current_actor_reconstructed is False  # a property, as in Ray

@@ -35,10 +35,11 @@ class TaskFailed(CoreError):
     """A task or actor method raised; ``cause`` is the user's exception (or None if it could
     not be transported, then ``cause_repr`` describes it and ``cause_lost`` says why:
     ``"pickle"``, it could not be pickled, or ``"rebuild"``, it pickled but could not be
-    rebuilt from its pickle)."""
+    rebuilt from its pickle). With ``failed_argument`` the call did not run: ``cause`` is the
+    core error of one of its arguments."""
 
     def __init__(self, cause, traceback_str, function_name, pid, ip, actor_repr=None, cause_repr=None,
-                 cause_lost=None):
+                 cause_lost=None, actor_id=None, failed_argument=False):
         super().__init__(function_name, traceback_str)
         self.cause = cause
         self.cause_lost = cause_lost
@@ -47,7 +48,10 @@ class TaskFailed(CoreError):
         self.pid = pid
         self.ip = ip
         self.actor_repr = actor_repr
+        self.actor_id = actor_id  # hex of the actor whose method raised, None for a task
         self.cause_repr = cause_repr if cause_repr is not None else repr(cause)
+        #: The call never ran: an argument failed; ``cause`` is that argument's core error.
+        self.failed_argument = failed_argument
 
 
 class TaskCancelled(CoreError):

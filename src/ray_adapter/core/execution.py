@@ -80,16 +80,62 @@ def function_descriptor(obj, method=None):
 _ADAPTER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def task_failure(exc, name, actor_repr=None):
-    """The :class:`errors.TaskFailed` for ``exc`` raised by the call ``name``: the exception
-    itself as the cause and its traceback from the user's first frame (the runtime's frames
-    that called it left out, as Ray's traceback starts in the user's code)."""
+class ActorLabel:
+    """What a failed actor call's error quotes of its actor, as Ray's ``RayTaskError`` header
+    does (``actor_id=<hex>, repr=<repr(instance)>``). ``instance`` is set once the
+    constructor returned; before that (and when the instance's ``__repr__`` raises) the class
+    name stands in for the repr."""
+
+    __slots__ = ("actor_id", "class_name", "instance")
+
+    def __init__(self, actor_id, class_name, instance=None):
+        self.actor_id = actor_id
+        self.class_name = class_name
+        self.instance = instance
+
+    def describe(self):
+        """``(actor id hex or None, repr)``; called only when a call failed."""
+        text = self.class_name
+        if self.instance is not None:
+            try:
+                text = repr(self.instance)
+            except Exception:  # noqa: BLE001 - a user's __repr__ that raises
+                pass
+        actor_id = self.actor_id
+        return (actor_id.hex() if isinstance(actor_id, bytes) else actor_id), text
+
+
+def actor_fields(actor):
+    """``{"actor_repr": ..., "actor_id": ...}`` for a :class:`TaskFailed` of a call on
+    ``actor`` (an :class:`ActorLabel`, a plain repr string, or None for a task)."""
+    if actor is None:
+        return {}
+    if isinstance(actor, ActorLabel):
+        actor_id, text = actor.describe()
+        return {"actor_repr": text, "actor_id": actor_id}
+    return {"actor_repr": actor}
+
+
+def task_failure(exc, name, actor=None):
+    """The :class:`errors.TaskFailed` for ``exc`` raised by the call ``name`` (on ``actor``,
+    see :func:`actor_fields`): the exception itself as the cause and its traceback from the
+    user's first frame (the runtime's frames that called it left out, as Ray's traceback
+    starts in the user's code)."""
     tb = exc.__traceback__.tb_next if exc.__traceback__ else None
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_ADAPTER_DIR):
         tb = tb.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, tb))
-    return errors.TaskFailed(exc, text, name, os.getpid(), NODE_IP, actor_repr=actor_repr,
-                             cause_repr=repr(exc))
+    return errors.TaskFailed(exc, text, name, os.getpid(), NODE_IP, cause_repr=repr(exc),
+                             **actor_fields(actor))
+
+
+def argument_failure(inner, name, actor=None, pid=None):
+    """The :class:`errors.TaskFailed` of the call ``name`` whose argument failed with the core
+    error ``inner``: Ray fails the call itself, its error quoting the argument's ("At least one
+    of the input arguments for this task could not be computed"). ``pid`` is the process
+    that found it (default: this one)."""
+    return errors.TaskFailed(inner, "", name, pid or os.getpid(), NODE_IP, cause_repr=repr(inner),
+                             failed_argument=True, **actor_fields(actor))
 
 
 class GeneratorFailed(Exception):

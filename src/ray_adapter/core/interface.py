@@ -386,7 +386,9 @@ class RuntimeCore(abc.ABC):
 
     # -- state (the State API, timeline) -----------------------------------------------------
     def state(self, kind: str) -> List[Dict[str, Any]]:
-        """Snapshot records of ``kind``: "actors", "tasks", "workers", "nodes" or
-        "placement_groups" (field names as Ray's State API; ids are hex). Tasks include
-        finished ones (a bounded history) with ``start_time_ms`` / ``end_time_ms``."""
+        """Snapshot records of ``kind``: "actors", "tasks", "workers", "nodes",
+        "placement_groups" or "objects" (field names as Ray's State API; ids are hex). Tasks
+        include finished ones (a bounded history) with ``start_time_ms`` / ``end_time_ms``;
+        objects are those the runtime holds, one record each (``object_size`` in bytes, -1
+        when not known).""" 
         raise NotImplementedError(f"the state API is not provided by the {self.backend_name} backend")

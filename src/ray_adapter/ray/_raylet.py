@@ -110,6 +110,9 @@ def from_old_sessions(refs):
     return [r for r in refs if r._core is not None and r._core is not current]
 
 
+_NIL_OBJECT_ID = b"\xff" * 28
+
+
 class ObjectRef:
     """A reference to a (possibly not yet computed) object; mirrors ``ray.ObjectRef``.
 
@@ -146,7 +149,30 @@ class ObjectRef:
         return TaskID(self._id[:24])
 
     def is_nil(self):
-        return not any(self._id)
+        """True for :meth:`nil` (all bits set), as Ray's."""
+        return self._id == _NIL_OBJECT_ID
+
+    @classmethod
+    def nil(cls):
+        """The nil ObjectRef (what a generator's ``_next_sync`` returns when nothing is ready)."""
+        return cls(_NIL_OBJECT_ID)
+
+    @classmethod
+    def from_random(cls):
+        """An ObjectRef of a random id no object has (as Ray's ``ObjectRef.from_random``)."""
+        import os
+
+        return cls(os.urandom(24) + b"\x00" * 4)
+
+    @classmethod
+    def from_binary(cls, binary):
+        """The ObjectRef of the 28-byte id ``binary`` (holds no reference to its object)."""
+        return cls(binary)
+
+    @classmethod
+    def size(cls):
+        """Bytes of an object id: 28."""
+        return 28
 
     def job_id(self):
         """The :class:`JobID` of the job that created this object (as Ray's)."""

@@ -91,7 +91,8 @@ class RayTaskError(RayError):
         lines = body.split("\n")
         if lines and lines[0].startswith("Traceback"):
             lines = lines[1:]
-        return "\n".join([f"{self.proctitle}() ({where})"] + lines)
+        # Ray colours the call's name cyan (colorama's codes), also when not on a terminal.
+        return "\n".join([f"\x1b[36m{self.proctitle}()\x1b[39m ({where})"] + lines)
 
 
 @functools.lru_cache(maxsize=None)

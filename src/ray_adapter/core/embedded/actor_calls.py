@@ -20,6 +20,8 @@ from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actor_records import ActorState, CallRecord
 from ray_adapter.core.embedded.protocol import Dep, to_payload
+from ray_adapter.core.embedded.results import argument_failure_data
+from ray_adapter.core.execution import ActorLabel
 
 #: How long a call made while its actor restarts, and that may not be retried, waits for the
 #: restart before it fails with ActorUnavailable (seconds; Ray 2.60 takes 1.7-2 s here).
@@ -156,7 +158,9 @@ class ActorCallsMixin:
             rt.streams.attach(task_id, worker)
         worker.flush()
         for call, failed in failed_calls:
-            self._finish_call(call, [failed], True)
+            label = ActorLabel(actor.actor_id, actor.options.class_name)
+            pid = worker.pid if worker is not None else None
+            self._finish_call(call, [argument_failure_data(failed, call.name, label, pid)], True)
         for call in wait_for:
             rt.objects.when_ready(call.deps, lambda ok, a=actor: ok and self._flush(a))
 

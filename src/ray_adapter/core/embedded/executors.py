@@ -34,8 +34,8 @@ from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flu
                                                 from_generator_function, loads_plain, pack_error,
                                                 pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call, current_function
-from ray_adapter.core.execution import (actor_method, apply_env, construct, construct_async,  # noqa: F401
-                                        exit_status, function_descriptor, intended_exit, task_failure)
+from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env, construct,  # noqa: F401
+                                        construct_async, exit_status, function_descriptor, intended_exit, task_failure)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -73,6 +73,7 @@ class ActorHost:
     def create(self, message, buffers):
         w = self.worker
         w.actor_id, w.actor_name, w.actor_class_name = message.actor_id, message.name, message.class_name
+        w.actor_label = ActorLabel(message.actor_id, message.class_name)
         w.runtime_env = pickle.loads(message.runtime_env)
         w.restart_count = message.restart_count
         w.assigned_resources, w.gpu_ids = message.resources, message.gpu_ids
@@ -107,6 +108,7 @@ class ActorHost:
                 current_function.reset(function_token)
             current_call.reset(token)
         w.actor_log_name = _log_name(self.instance)
+        w.actor_label.instance = self.instance
         self.ready.set()
         for group_loop in (self.loops or {}).values():
             group_loop.loop.call_soon_threadsafe(group_loop.ready.set)
@@ -123,7 +125,7 @@ class ActorHost:
             group_loop = self.loops.get(message.group)
             if group_loop is None:
                 self._finish(message.task_id, pack_error(task_failure(
-                    _unknown_group(message.group), message.name, self.worker.actor_class_name)), "pool")
+                    _unknown_group(message.group), message.name, self.worker.actor_label)), "pool")
                 return
             future = asyncio.run_coroutine_threadsafe(self._run_async(message, buffers, group_loop),
                                                       group_loop.loop)
@@ -133,7 +135,7 @@ class ActorHost:
             pool = self._pools.get(message.group)
             if pool is None:
                 self._finish(message.task_id, pack_error(task_failure(
-                    _unknown_group(message.group), message.name, self.worker.actor_class_name)), "pool")
+                    _unknown_group(message.group), message.name, self.worker.actor_label)), "pool")
                 return
             pool.submit(self._run_threaded, message, buffers)
 
@@ -162,10 +164,10 @@ class ActorHost:
                 result = asyncio.run(result)
             if message.streaming:
                 reply = streaming.produce(w, task_id, name, result, self.budget,
-                                          lambda: task_id in self.cancel_flags, w.actor_class_name)
+                                          lambda: task_id in self.cancel_flags, w.actor_label)
             else:
                 reply = pack_results(result, message.num_returns,
-                                     from_generator_function(result, method), name, w.actor_class_name)
+                                     from_generator_function(result, method), name, w.actor_label)
         except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
             reply, retryable = self._failure(exc, message)
         finally:
@@ -197,16 +199,16 @@ class ActorHost:
                 if message.streaming:
                     reply = await streaming.produce_async(
                         self.worker, task_id, name, result, self.budget,
-                        lambda: task_id in self.cancel_flags, self.worker.actor_class_name,
+                        lambda: task_id in self.cancel_flags, self.worker.actor_label,
                         flush=group_loop.schedule_flush)
                 else:
                     reply = pack_results(result, message.num_returns,
                                          from_generator_function(result, method), name,
-                                         self.worker.actor_class_name)
+                                         self.worker.actor_label)
             except asyncio.CancelledError as exc:
                 # Interrupted while it ran (a stream too): RayTaskError(TaskCancelledError), as
                 # Ray's async actors report it; before its method began, plain TaskCancelledError.
-                reply = pack_error(cancelled_failure(exc, task_id, name, self.worker.actor_class_name)
+                reply = pack_error(cancelled_failure(exc, task_id, name, self.worker.actor_label)
                                    if message.streaming or started else errors.TaskCancelled(task_id))
             except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
                 reply, retryable = self._failure(exc, message)
@@ -229,7 +231,7 @@ class ActorHost:
             if message.streaming or task_id in self.running_async:  # interrupted while it ran
                 # (a stream too): RayTaskError(TaskCancelledError), as Ray's async actors say
                 error = cancelled_failure(asyncio.CancelledError(), task_id, message.name,
-                                          self.worker.actor_class_name)
+                                          self.worker.actor_label)
             self.worker.send_done(task_id, pack_error(error))
             flush_posted()
 
@@ -263,7 +265,7 @@ class ActorHost:
             w.exit_actor_after_call = True
             return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
         retryable = should_retry(exc, message.retry_exceptions)
-        return pack_error(task_failure(exc, message.name, w.actor_class_name)), retryable
+        return pack_error(task_failure(exc, message.name, w.actor_label)), retryable
 
     def _finish(self, task_id, reply, where="main", retryable=False):
         """Answer call ``task_id``. Results are posted: the main thread flushes when idle, a

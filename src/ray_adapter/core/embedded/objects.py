@@ -252,6 +252,15 @@ class ObjectTable(HoldersMixin):
     def exists(self, object_id):
         return object_id in self._objects
 
+    def snapshot(self):
+        """``[(object_id, ready, is_error, nbytes or -1, pinned, producer)]`` of every object
+        the table holds (the State API's ``list_objects``); one pass under the lock."""
+        with self._lock:
+            return [(oid, e.state is ObjectState.READY, e.is_error,
+                     getattr(e.data, "nbytes", -1) if e.state is ObjectState.READY else -1,
+                     e.pinned, e.producer)
+                    for oid, e in self._objects.items()]
+
     def producer(self, object_id):
         """The id of the task producing ``object_id`` while it is pending, else None."""
         entry = self._objects.get(object_id)

@@ -11,7 +11,8 @@ import traceback
 
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
-from ray_adapter.core.execution import NODE_IP, GeneratorFailed, split_returns, task_failure
+from ray_adapter.core.execution import (NODE_IP, GeneratorFailed, actor_fields, argument_failure, split_returns,
+                                        task_failure)
 from ray_adapter.core.interface import ArgRef
 
 _NO_ARGS_DATA = serialization.NO_ARGS.data  # the payload of a call without arguments
@@ -47,7 +48,7 @@ def from_generator_function(result, function):
     return inspect.isgenerator(result) and inspect.isgeneratorfunction(function)
 
 
-def pack_results(result, num_returns, generator_function=False, name="", actor_repr=None):
+def pack_results(result, num_returns, generator_function=False, name="", actor=None):
     """``(ok, payloads, buffers)`` for a call's result (``num_returns`` values). A result that
     does not split into ``num_returns`` values or cannot be serialized fails call ``name``.
     A generator that gave only its first k values (then raised, or ended): not ok, the k
@@ -57,30 +58,38 @@ def pack_results(result, num_returns, generator_function=False, name="", actor_r
         payloads = [to_payload(serialization.dumps(v), buffers)
                     for v in split_returns(result, num_returns, generator_function)]
     except GeneratorFailed as failed:
-        error = (task_failure(failed.error, name, actor_repr) if failed.raised
-                 else result_failure(failed.error, name, actor_repr))
+        error = (task_failure(failed.error, name, actor) if failed.raised
+                 else result_failure(failed.error, name, actor))
         try:
             payloads = [to_payload(serialization.dumps(v), buffers) for v in failed.values]
         except Exception as exc:  # noqa: BLE001
-            return pack_error(result_failure(exc, name, actor_repr))
+            return pack_error(result_failure(exc, name, actor))
         return False, payloads + [to_payload(_error_serialized(error), buffers)], buffers
     except Exception as exc:  # noqa: BLE001
-        return pack_error(result_failure(exc, name, actor_repr))
+        return pack_error(result_failure(exc, name, actor))
     return True, payloads, buffers
 
 
-def result_failure(exc, name, actor_repr=None):
+def result_failure(exc, name, actor=None):
     """The failure of a call whose *result* was wrong: Ray shows the exception without the
     runtime's own frames."""
-    import os
-    import traceback
-
-    from ray_adapter.core import errors as core_errors
-    from ray_adapter.core.execution import NODE_IP
-
     text = "".join(traceback.format_exception_only(type(exc), exc))
-    return core_errors.TaskFailed(exc, text, name, os.getpid(), NODE_IP, actor_repr=actor_repr,
-                                  cause_repr=repr(exc))
+    return errors.TaskFailed(exc, text, name, os.getpid(), NODE_IP, cause_repr=repr(exc),
+                                  **actor_fields(actor))
+
+
+def argument_failure_data(data, name, actor=None, pid=None):
+    """The stored error of the call ``name`` (on ``actor``: an ``execution.ActorLabel``) that
+    does not run because an argument holds the stored error ``data``: Ray's call fails itself,
+    quoting its argument's error (see ``execution.argument_failure``). ``pid`` is the process
+    the call was bound for (an actor's), default the driver, which found the failed argument.
+    An argument error that cannot be rebuilt here (its exception class is not importable in
+    the driver) is passed on as it is."""
+    try:
+        inner = serialization.loads(data)
+    except Exception:  # noqa: BLE001
+        return data
+    return serialization.dumps(argument_failure(inner, name, actor, pid))
 
 
 def pack_error(core_error):
@@ -105,12 +114,13 @@ def _error_serialized(core_error):
         if isinstance(core_error, errors.TaskFailed):
             core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
                                            core_error.pid, core_error.ip, core_error.actor_repr,
-                                           core_error.cause_repr, cause_lost=lost)
+                                           core_error.cause_repr, cause_lost=lost,
+                                           actor_id=core_error.actor_id)
         ser = serialization.dumps(core_error)
     return ser
 
 
-def cancelled_failure(exc, task_id, name, actor_repr=None):
+def cancelled_failure(exc, task_id, name, actor=None):
     """A call interrupted while it ran: Ray reports ``RayTaskError(TaskCancelledError)``, its
     text the user's frames and ``ray.exceptions.TaskCancelledError: Task: TaskID(...) was
     cancelled.`` (the runtime's frames that raised the interruption are left out)."""
@@ -119,7 +129,7 @@ def cancelled_failure(exc, task_id, name, actor_repr=None):
     text = ("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
             + f"ray.exceptions.TaskCancelledError: Task: TaskID({task_id.hex()}) was cancelled.\n")
     return errors.TaskFailed(errors.TaskCancelled(task_id), text, name, os.getpid(), NODE_IP,
-                             actor_repr=actor_repr, cause_repr="TaskCancelledError()")
+                             cause_repr="TaskCancelledError()", **actor_fields(actor))
 
 
 _retry_specs = {}

@@ -154,12 +154,12 @@ def not_a_generator(result, name):
                      "generator; num_returns='streaming' needs a generator function")
 
 
-def produce(worker, task_id, name, result, budget, cancelled=lambda: False, actor_repr=None):
+def produce(worker, task_id, name, result, budget, cancelled=lambda: False, actor=None):
     """Stream the generator ``result`` of call ``task_id`` (a thread); returns the call's
     reply. A cancel checked between items (``cancelled()``) ends it with TaskCancelled; a
     signal's exception (a task's cancel) propagates to the caller."""
     if inspect.isasyncgen(result):
-        return _produce_async_in_thread(worker, task_id, name, result, budget, cancelled, actor_repr)
+        return _produce_async_in_thread(worker, task_id, name, result, budget, cancelled, actor)
     index = 0
     try:
         if not inspect.isgenerator(result):
@@ -177,21 +177,21 @@ def produce(worker, task_id, name, result, budget, cancelled=lambda: False, acto
                 result.close()
                 return pack_error(errors.TaskCancelled(task_id))
     except Exception as exc:  # noqa: BLE001 - the generator's error is its last item
-        _post_error(worker, task_id, index, task_failure(exc, name, actor_repr))
+        _post_error(worker, task_id, index, task_failure(exc, name, actor))
     return pack_results(None, 1)
 
 
-def _produce_async_in_thread(worker, task_id, name, agen, budget, cancelled, actor_repr):
+def _produce_async_in_thread(worker, task_id, name, agen, budget, cancelled, actor):
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(
-            produce_async(worker, task_id, name, agen, budget, cancelled, actor_repr))
+            produce_async(worker, task_id, name, agen, budget, cancelled, actor))
     finally:
         loop.close()
 
 
 async def produce_async(worker, task_id, name, result, budget, cancelled=lambda: False,
-                        actor_repr=None, flush=None):
+                        actor=None, flush=None):
     """Stream ``result`` (an async or plain generator) on the running loop; returns the reply.
     ``flush()`` is called after each item (the loop batches its writes per turn)."""
     index = 0
@@ -213,7 +213,7 @@ async def produce_async(worker, task_id, name, result, budget, cancelled=lambda:
             if cancelled():
                 return pack_error(errors.TaskCancelled(task_id))
     except Exception as exc:  # noqa: BLE001 - the generator's error is its last item
-        _post_error(worker, task_id, index, task_failure(exc, name, actor_repr))
+        _post_error(worker, task_id, index, task_failure(exc, name, actor))
     return pack_results(None, 1)
 
 

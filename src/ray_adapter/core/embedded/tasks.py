@@ -28,6 +28,7 @@ from time import monotonic as _monotonic
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.pool import WorkerState
+from ray_adapter.core.embedded.results import argument_failure_data
 from ray_adapter.core.embedded.scheduler import Demand
 from ray_adapter.core.embedded.task_pipeline import QUICK_TASK_S, TaskPipelineMixin
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
@@ -98,7 +99,7 @@ class TaskManager(TaskPipelineMixin):
             if record.cancelled:
                 self._finish_cancelled(record)
             else:
-                self._finish_claimed(record, [failed], True)
+                self._finish_claimed(record, [argument_failure_data(failed, record.options.name)], True)
             return
         self._queue(record)
 

@@ -61,6 +61,7 @@ class Worker:
         self.actor_id = None
         self.actor_name = None
         self.actor_class_name = None
+        self.actor_label = None         # execution.ActorLabel of the actor (its calls' errors)
         self.actor_handle_meta = None
         self.runtime_env = None         # the env this process was started for (Init)
         self.actor = None               # executors.ActorHost once an actor is created

@@ -23,8 +23,9 @@ import inspect
 import threading
 
 from ray_adapter.core import errors
-from ray_adapter.core.execution import (actor_method, construct, construct_async, exit_status,
-                                        function_descriptor, intended_exit, task_failure)
+from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failure, construct,
+                                        construct_async, exit_status, function_descriptor,
+                                        intended_exit, task_failure)
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
@@ -75,6 +76,7 @@ class ActorShell:
         self.devices = None  # local mode: the device ids granted to it ({"GPU": [0]})
         self.device_env = None  # and their visibility variables (see .thread_env)
         self.actor_id, self.name, self.class_name = actor_id, name, class_name
+        self.label = ActorLabel(actor_id, class_name)  # what its calls' errors quote of it
         self.resources = resources
         self.init_error = None
         self.instance = None
@@ -165,6 +167,8 @@ class ActorShell:
                 self.instance = self.loops[""].run(construct_async(self._cls, args, kwargs))
         except BaseException as exc:  # noqa: BLE001
             self.init_error = task_failure(exc, f"{self.class_name}.__init__")
+        else:
+            self.label.instance = self.instance
         finally:
             thread_env.leave(env_token)
             current_devices.reset(devices_token)
@@ -180,7 +184,7 @@ class ActorShell:
         limit = self._limits.get(group or "") if self._limits else None
         if self._limits and limit is None:
             return Box(False, task_failure(ValueError(
-                f"the concurrency group {group!r} is not defined for this actor"), name, self.class_name))
+                f"the concurrency group {group!r} is not defined for this actor"), name, self.label))
         try:
             if limit is None or self.loops is not None:
                 return self._call(method_name, task_id, name, num_returns, dep_indexes, streaming,
@@ -203,7 +207,7 @@ class ActorShell:
                                                self.class_name, creation_error=self.init_error))
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
         if failed is not None:
-            return failed
+            return Box(False, argument_failure(failed.value, name, self.label))
         token = current_call.set((task_id, name, self.actor_id, self.name, self.resources))
         function_token = current_function.set(function_descriptor(self._cls, method_name))
         shell_token = current_shell.set(self)
@@ -226,7 +230,7 @@ class ActorShell:
                     if retries != 0 and _should_retry(exc, retry_on):
                         retries -= 1
                         continue
-                    return Box(False, task_failure(exc, name, self.class_name))
+                    return Box(False, task_failure(exc, name, self.label))
         finally:
             thread_env.leave(env_token)
             current_devices.reset(devices_token)
@@ -239,14 +243,14 @@ class ActorShell:
         method = actor_method(self.instance, method_name)
         if group_loop is not None:  # an async actor: the whole call on its group's loop
             return group_loop.run(_guarded(group_loop.semaphore, method, args, kwargs, streaming, task_id,
-                                           name, self.class_name, num_returns))
+                                           name, self.label, num_returns))
         result = method(*args, **kwargs)
         if inspect.iscoroutine(result):  # an async method on a non-async actor
             result = asyncio.run(result)
         if streaming:
             return stream_items(task_id, name, result, lambda: Box(False, errors.TaskCancelled(task_id)),
-                                self.class_name)
-        box = result_box(result, num_returns, inspect.isgeneratorfunction(method), name, self.class_name)
+                                self.label)
+        box = result_box(result, num_returns, inspect.isgeneratorfunction(method), name, self.label)
         if cancel_requested(task_id):  # cancelled while it ran: reported so, as in Ray
             return Box(False, errors.TaskCancelled(task_id))
         return box
@@ -277,19 +281,19 @@ class ActorShell:
         shared_environ.release(held)
 
 
-async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, class_name, num_returns):
+async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, actor, num_returns):
     """A call of an async actor on its group's loop, inside the group's semaphore."""
     async def run():
         value = method(*args, **kwargs)
         if streaming:
             if inspect.isasyncgen(value):
                 return await stream_items_async(task_id, name, value, lambda: _cancelled(task_id, name),
-                                                class_name)
+                                                actor)
             return stream_items(task_id, name, value, lambda: Box(False, errors.TaskCancelled(task_id)),
-                                class_name)
+                                actor)
         if inspect.iscoroutine(value):  # not any awaitable: an ObjectRef is one
             value = await value
-        return result_box(value, num_returns, inspect.isgeneratorfunction(method), name, class_name)
+        return result_box(value, num_returns, inspect.isgeneratorfunction(method), name, actor)
 
     async with semaphore:
         return await run()

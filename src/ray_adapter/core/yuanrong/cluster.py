@@ -8,6 +8,7 @@ import socket
 
 from ray_adapter.core.interface import CallContext
 from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong.objects import failed_future
 
 
 class ClusterMixin:
@@ -142,7 +143,27 @@ class ClusterMixin:
                      "required_resources": dict(a.resources), "is_detached": a.detached,
                      "death_cause": {"reason": a.death.cause.value} if a.death is not None else None,
                      "num_restarts": 0} for a in actors]
+        if kind == "objects":
+            return self._object_states()
         raise NotImplementedError(f"the yuanrong backend records no {kind}")
+
+    def _object_states(self):
+        """One record per object id this driver holds (yr keeps the values: sizes unknown)."""
+        import os
+
+        with self._lock:
+            objects = [(oid, obj.future, obj.name) for oid, obj in self._objects.items()]
+        out = []
+        for oid, future, name in objects:
+            if future is not None and future.done():
+                status = "FAILED" if failed_future(future) else "FINISHED"
+            else:  # a put (no producing call) is stored at once
+                status = "SUBMITTED_TO_WORKER" if name else "FINISHED"
+            out.append({"object_id": oid.hex(), "object_size": -1, "task_status": status,
+                        "attempt_number": 0, "reference_type": "LOCAL_REFERENCE",
+                        "call_site": "disabled", "type": "DRIVER", "pid": os.getpid(),
+                        "ip": self._node_ip()})
+        return out
 
     def _node_ip(self):
         if self.local_mode:

@@ -66,7 +66,7 @@ def _outcome_error(value, exc):
     return None
 
 
-def _failed(future):
+def failed_future(future):
     """True for a done future of ours whose object is an error (see ``_value``)."""
     if future.cancelled() or future.exception() is not None:
         return True
@@ -170,14 +170,14 @@ class ObjectsMixin:
             failed = False
             try:
                 for future in concurrent.futures.as_completed(futures, timeout=timeout):
-                    if _failed(future):
+                    if failed_future(future):
                         failed = True
                         break
             except concurrent.futures.TimeoutError:
                 raise errors.GetTimeout(timeout) from None
             if failed:  # raise the first failed one in list order (the rest may still be
                 for obj in objs:  # running: _value would wait for them)
-                    if obj is not None and obj.future.done() and _failed(obj.future):
+                    if obj is not None and obj.future.done() and failed_future(obj.future):
                         self._value(obj)
         if self._never.done():  # shut down while waiting for an unknown id
             raise self._never.exception()

@@ -12,7 +12,8 @@ import threading
 
 from ray_adapter import core
 from ray_adapter.core import errors, serialization
-from ray_adapter.core.execution import GeneratorFailed, function_descriptor, split_returns, task_failure
+from ray_adapter.core.execution import (GeneratorFailed, argument_failure, function_descriptor, split_returns,
+                                        task_failure)
 from ray_adapter.core.interface import ArgRef
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
@@ -117,7 +118,7 @@ def _unpack(packed):
 unpack = _unpack
 
 
-def result_box(result, num_returns, generator_function=False, name="", actor_repr=None):
+def result_box(result, num_returns, generator_function=False, name="", actor=None):
     """A successful call's Box, split into ``num_returns`` packed values when more than one
     (the generator of a generator function gives its first values). A generator that gave
     only its first k values (then raised, or ended) fails the remaining returns, as in Ray:
@@ -127,7 +128,7 @@ def result_box(result, num_returns, generator_function=False, name="", actor_rep
     try:
         values = split_returns(result, num_returns, generator_function)
     except GeneratorFailed as failed:
-        error = task_failure(failed.error, name, actor_repr)
+        error = task_failure(failed.error, name, actor)
         if not failed.values:
             return Box(False, error)
         return Box(True, [pack(v) for v in failed.values]
@@ -190,7 +191,7 @@ class Collected:
         return Collected, (self.boxes,)
 
 
-def stream_items(task_id, name, result, cancelled_box, actor_repr=None):
+def stream_items(task_id, name, result, cancelled_box, actor=None):
     """Run the generator ``result`` of streaming call ``task_id``: each value to the call's
     stream as it is yielded (or collected when there is none); an exception it raises is its
     last item. Returns the call's Box (None; ``cancelled_box()`` once it was cancelled)."""
@@ -213,7 +214,7 @@ def stream_items(task_id, name, result, cancelled_box, actor_repr=None):
                 result.close()
                 return cancelled_box()
     except Exception as exc:  # noqa: BLE001 - the generator's error is its last item
-        box = Box(False, task_failure(exc, name, actor_repr))
+        box = Box(False, task_failure(exc, name, actor))
         if sink is None:
             boxes.append(box)
         else:
@@ -221,7 +222,7 @@ def stream_items(task_id, name, result, cancelled_box, actor_repr=None):
     return Box(True, Collected(boxes) if boxes is not None else None)
 
 
-async def stream_items_async(task_id, name, agen, cancelled_box, actor_repr=None):
+async def stream_items_async(task_id, name, agen, cancelled_box, actor=None):
     """:func:`stream_items` for an async generator, on the actor's loop (a paused stream
     waits in the loop's executor, so the loop keeps serving other calls)."""
     sink = SINKS.get(task_id)
@@ -239,7 +240,7 @@ async def stream_items_async(task_id, name, agen, cancelled_box, actor_repr=None
                 await agen.aclose()
                 return cancelled_box()
     except Exception as exc:  # noqa: BLE001
-        box = Box(False, task_failure(exc, name, actor_repr))
+        box = Box(False, task_failure(exc, name, actor))
         if sink is None:
             boxes.append(box)
         else:
@@ -291,7 +292,7 @@ def _run_task(function, meta, packed_args, deps):
     task_id, name, num_returns, env_vars, resources, retry_on, retries, dep_indexes, streaming = meta[:9]
     args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
     if failed is not None:
-        return failed
+        return Box(False, argument_failure(failed.value, name))
     hook_failure = setup_once(env_vars or {})
     if hook_failure is not None:
         return Box(False, errors.EnvSetupFailed(hook_failure))

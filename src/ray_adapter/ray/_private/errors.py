@@ -24,13 +24,42 @@ _ACTOR_DEATH_TEXT = {
 }
 
 
+_ARGUMENT_FAILED = "  At least one of the input arguments for this task could not be computed:"
+
+
+def _exception_line(exc):
+    """``exc`` as the last line of a traceback names it, with Ray's module for Ray's classes
+    (``ray.exceptions.RayTaskError: ...``; the class alone when its text is empty)."""
+    cls = RayTaskError if isinstance(exc, RayTaskError) else type(exc)
+    module = cls.__module__
+    if module.startswith("ray_adapter.ray."):
+        module = module[len("ray_adapter."):]
+    name = cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+    text = str(exc)
+    return f"{name}: {text}" if text else name
+
+
+def _argument_failure(err):
+    """A call that did not run because an argument failed: Ray raises the call's own
+    ``RayTaskError`` quoting the argument's error, an instance of the original cause's class
+    (the user's exception, or the Ray error that ended the argument's task)."""
+    inner = from_core_error(err.cause)
+    cause = inner.cause if isinstance(inner, RayTaskError) else inner
+    exc = RayTaskError(err.function_name, f"{_ARGUMENT_FAILED}\n{_exception_line(inner)}", cause,
+                       pid=err.pid, ip=err.ip, actor_repr=err.actor_repr,
+                       actor_id=getattr(err, "actor_id", None))
+    return exc.as_instanceof_cause()
+
+
 def _task_error(err):
+    if getattr(err, "failed_argument", False):
+        return _argument_failure(err)
     cause = err.cause
     if cause is None:  # the task's exception could not travel; as Ray: one that could not be
         # rebuilt is an UnserializableException quoting the error, one that could not be
         # pickled a plain RayTaskError (its text is all there is)
         plain = RayTaskError(err.function_name, err.traceback_str, None, pid=err.pid, ip=err.ip,
-                             actor_repr=err.actor_repr)
+                             actor_repr=err.actor_repr, actor_id=getattr(err, "actor_id", None))
         if getattr(err, "cause_lost", None) == "rebuild":
             return UnserializableException(f"ray.exceptions.RayTaskError: {plain}\n")
         return plain
@@ -43,7 +72,7 @@ def _task_error(err):
         # inner error) on top, the original exception as the cause.
         cause = cause.cause
     exc = RayTaskError(err.function_name, err.traceback_str, cause, pid=err.pid, ip=err.ip,
-                       actor_repr=err.actor_repr)
+                       actor_repr=err.actor_repr, actor_id=getattr(err, "actor_id", None))
     return exc.as_instanceof_cause()
 
 

@@ -2,7 +2,8 @@
 
 ``mode`` (``SCRIPT_MODE`` in the driver, ``WORKER_MODE`` in tasks and actors), ``connected``,
 ``namespace``, ``current_job_id``, ``worker_id``, ``gcs_client.address``,
-``node.node_ip_address``, ``placement_group_id``; all answered by the runtime core.
+``node.node_ip_address``, ``placement_group_id``, ``core_worker.object_exists``; all answered
+by the runtime core.
 """
 from ray_adapter import core as _core
 from ray_adapter.ray._private.core_access import context_if_started
@@ -46,6 +47,23 @@ class _Node:
         return self.node_id
 
 
+class _CoreWorker:
+    """``global_worker.core_worker``: the one query of Ray's core worker that tests and
+    libraries make of it, :meth:`object_exists`."""
+
+    def object_exists(self, object_ref, memory_store_only=False):
+        """True once ``object_ref``'s object is stored and readable here without waiting
+        (mirrors ``CoreWorker.object_exists``): False while its task runs, for a freed object
+        and for an id the runtime never made. ``memory_store_only`` (only values kept in the
+        owner's own memory, not the shared store) has no counterpart: every value here lives
+        in the runtime's one store, so it must be False."""
+        if memory_store_only:
+            raise ValueError("core_worker.object_exists(memory_store_only=True) has no "
+                             "counterpart in ray-adapter: every object lives in one store.")
+        ready, _ = _ensure_core().wait([object_ref._id], 1, 0)
+        return bool(ready)
+
+
 class _GlobalWorker:
     """``ray._private.worker.global_worker``: the attributes libraries read (``mode``,
     ``connected``, ``namespace``, ``current_job_id``, ``worker_id``, ``gcs_client.address``,
@@ -56,6 +74,12 @@ class _GlobalWorker:
     @property
     def node(self):
         return _Node() if _core.is_started() else None
+
+    @property
+    def core_worker(self):
+        if not _core.is_started():
+            raise AttributeError("'Worker' object has no attribute 'core_worker'")
+        return _CoreWorker()
 
     @property
     def worker_id(self):

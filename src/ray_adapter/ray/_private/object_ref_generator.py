@@ -98,13 +98,19 @@ class ObjectRefGenerator:
         with translated:
             return self._core.stream_next(self._generator_ref._id, timeout)
 
-    def _end_of_stream(self, stop):
-        """No item left: the completion ref once if the task failed, else ``stop``."""
+    def _end_of_stream(self, stop, timeout=None):
+        """No item left: the completion ref once if the task failed, else ``stop``; a nil
+        ref if the task's outcome is not known within ``timeout`` seconds (as Ray's
+        ``_next_sync``: the wait is bounded by the caller's timeout)."""
         if self._generator_task_raised:
             raise stop from None
+        from ray_adapter.ray.exceptions import GetTimeoutError
+
         try:
             with translated:
-                self._core.get([self._generator_ref._id], None)
+                self._core.get([self._generator_ref._id], timeout)
+        except GetTimeoutError:
+            return ObjectRef.nil()
         except Exception:  # noqa: BLE001 - the failure is the last item, as in Ray
             self._generator_task_raised = True
             return self._generator_ref
@@ -122,10 +128,10 @@ class ObjectRefGenerator:
             from ray_adapter.ray.exceptions import GetTimeoutError
 
             if isinstance(exc, GetTimeoutError):
-                return ObjectRef(b"\x00" * 28)
+                return ObjectRef.nil()
             raise
         if taken is None:
-            return self._end_of_stream(StopIteration)
+            return self._end_of_stream(StopIteration, timeout)
         return ObjectRef(taken, self._core, _add_ref=False)  # the take passed its reference
 
     async def _next_async(self, timeout_s=None):
@@ -139,13 +145,16 @@ class ObjectRefGenerator:
             try:
                 await asyncio.wait_for(_quietly(future), timeout_s)
             except asyncio.TimeoutError:
-                return ObjectRef(b"\x00" * 28)
+                return ObjectRef.nil()
         taken = self._take(0)
         if taken is None:
             if self._generator_task_raised:
                 raise StopAsyncIteration
             done = asyncio.wrap_future(self._core.object_future(self._generator_ref._id))
-            await _quietly(done)
+            try:
+                await asyncio.wait_for(_quietly(done), timeout_s)
+            except asyncio.TimeoutError:
+                return ObjectRef.nil()
             return self._end_of_stream(StopAsyncIteration)
         return ObjectRef(taken, self._core, _add_ref=False)
 

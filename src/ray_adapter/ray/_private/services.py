@@ -1,9 +1,9 @@
 """``ray._private.services``: the one name workloads import from it, ``get_node_ip_address``; its other
 names launch or find Ray's own processes and are gaps (see the compat matrix)."""
 import socket
+import sys
 
 from ray_adapter import gaps
-from ray_adapter.ray._private.core_access import context_if_started
 
 
 def get_node_ip_address(address="8.8.8.8:53"):
@@ -11,9 +11,10 @@ def get_node_ip_address(address="8.8.8.8:53"):
     node's address (the head is ``127.0.0.1``; virtual nodes have their own loopback address);
     before ``ray.init()`` this machine's address as seen on the route to ``address`` (no packet
     is sent), falling back to ``127.0.0.1``."""
-    ctx = context_if_started()
-    if ctx is not None:
-        return ctx.node_ip_address
+    # Through the module attribute, as Ray's reads ``ray._private.worker._global_node``.
+    node = getattr(sys.modules["ray_adapter.ray._private"].worker, "_global_node", None)
+    if node is not None:
+        return node.node_ip_address
     host, _, port = address.rpartition(":")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

@@ -61,6 +61,14 @@ from ray_adapter.ray._private.global_worker import (  # noqa: E402,F401 - and th
 _context = None
 
 
+def __getattr__(name):
+    # Ray's module-level ``_global_node``: this process's node while connected, else None
+    # (``ray.util.get_node_ip_address`` reads it through the module, as Ray's does).
+    if name == "_global_node":
+        return global_worker.node
+    raise AttributeError(f"module 'ray._private.worker' has no attribute {name!r}")
+
+
 def is_initialized():
     """``ray.is_initialized()``: True after ``ray.init()`` in the driver, always in workers."""
     return _core.is_started()

@@ -1,19 +1,19 @@
 """``ray.util.state``: the State API, served by the runtime itself (no dashboard process).
 
 ``list_actors`` / ``list_nodes`` / ``list_placement_groups`` / ``list_tasks`` /
-``list_workers`` return Ray's record dataclasses (``ActorState``, ``NodeState``, ...: fields as
+``list_workers`` / ``list_objects`` return Ray's record dataclasses (``ActorState``, ``NodeState``, ...: fields as
 Ray 2.60's, detail-only fields None unless ``detail=True``); ``get_*`` return one record (a
 list of attempts for ``get_task``) or None; ``summarize_tasks`` / ``summarize_actors`` return
 Ray's summary dicts. ``filters`` are ``(column, "=" | "!=", value)`` tuples on filterable
 columns (strings compare case-insensitively), ``limit`` caps the number of records. The
 ``address``, ``timeout`` and ``raise_on_missing_output`` arguments are accepted: the runtime
-answers in-process, completely. Jobs, objects, logs, runtime envs and cluster events are not
-provided (see the compat matrix).
+answers in-process, completely. Jobs, logs, runtime envs and cluster events are not provided
+(see the compat matrix).
 """
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import core, translated
-from ray_adapter.ray.util.state._schema import (ActorState, NodeState, PlacementGroupState,
-                                                TaskState, WorkerState)
+from ray_adapter.ray.util.state._schema import (ActorState, NodeState, ObjectState,
+                                                PlacementGroupState, TaskState, WorkerState)
 
 DEFAULT_LIMIT = 100
 DEFAULT_RPC_TIMEOUT = 30
@@ -54,6 +54,7 @@ _SOURCES = {
     "placement_groups": (PlacementGroupState, _group_record),
     "tasks": (TaskState, lambda r: r),
     "workers": (WorkerState, lambda r: r),
+    "objects": (ObjectState, lambda r: r),
 }
 
 
@@ -122,6 +123,18 @@ def list_workers(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAUL
     return _list("workers", filters, limit, detail)
 
 
+def list_objects(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
+                 detail=False, raise_on_missing_output=True, _explain=False):
+    """The objects the runtime holds, as :class:`ObjectState` records (mirrors Ray's
+    ``list_objects``): ``object_id`` (hex), ``object_size`` (bytes of the stored value, -1
+    while pending or where the backend does not know it), ``task_status`` (FINISHED / FAILED
+    once sealed, a put included; the producing task's state while pending), ``reference_type``
+    (LOCAL_REFERENCE, PINNED_IN_MEMORY once a ref escaped into an untracked pickle), and the
+    owner's ``type`` / ``pid`` / ``ip`` (the driver, which owns every object here; Ray lists
+    one record per worker referencing an object). A freed object is not listed."""
+    return _list("objects", filters, limit, detail)
+
+
 def _get(kind, column, value):
     found = _list(kind, [(column, "=", value)], None, True)
     return found[0] if found else None
@@ -186,6 +199,6 @@ def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing
 
 
 __all__ = ["get_actor", "get_node", "get_placement_group", "get_task", "get_worker", "list_actors",
-           "list_nodes", "list_placement_groups", "list_tasks", "list_workers", "summarize_actors",
-           "summarize_tasks"]
+           "list_nodes", "list_objects", "list_placement_groups", "list_tasks", "list_workers",
+           "summarize_actors", "summarize_tasks"]
 __getattr__ = gaps.module_getattr("ray.util.state")

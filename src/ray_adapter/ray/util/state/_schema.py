@@ -141,3 +141,16 @@ class TaskState(_Schema):
     call_site: Optional[str] = col(detail=True)
     label_selector: Optional[dict] = col(detail=True)
     fallback_strategy: Optional[dict] = col(detail=True)
+
+
+@dataclass
+class ObjectState(_Schema):
+    object_id: str = col(True)
+    object_size: int = col(True)
+    task_status: str = col(True)
+    attempt_number: int = col(True)
+    reference_type: str = col(True)
+    call_site: str = col(True)
+    type: str = col(True)
+    pid: int = col(True)
+    ip: str = col(True)
