@@ -324,3 +324,83 @@ def test_env_vars_of_calls_and_actors_leave_the_driver_environment_as_they_found
     assert proc.stdout.splitlines() == [
         "[('job', '0'), ('job', '1'), ('job', '2')]", "actor", "while running: ['JOB_VAR']",
         "actor task", "after the actor exited: orig", "changed: []"]
+
+
+def test_threads_asking_for_an_object_at_once_share_its_one_future(monkeypatch):
+    """get, wait, object_future and cancel ask the backend for an object's future from any
+    thread; two made at once (a check-then-set race) left one caller waiting on a future that
+    a cancel or kill never fails. Many threads released together must all get the same one."""
+    import sys
+    import threading
+
+    import ray_adapter.ray as ray
+    from ray_adapter import core
+
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=1)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
+    def one_round(backend):
+        ref = ray.put(0)
+        obj = backend._objects[ref._id]
+        start = threading.Barrier(8)
+        seen = []
+
+        def ask():
+            start.wait()
+            seen.append(backend._future(obj))
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return len({id(f) for f in seen}) == 1 and seen[0] is obj.future
+
+    try:
+        backend = core.current()
+        assert all(one_round(backend) for _ in range(100))
+        del backend  # nothing of yr's outlives the runtime (its refs' finalizers need it)
+    finally:
+        sys.setswitchinterval(interval)
+        ray.shutdown()
+
+
+def test_actors_going_out_of_scope_with_calls_in_flight_start_no_thread_each(monkeypatch):
+    """An actor whose handles are all gone ends after the calls it already has (as Ray); the
+    backend waited for those calls on a new thread per actor. Now callbacks count them: the
+    number of threads does not grow with the number of such actors, and each still ends once
+    its call is done (its result is kept)."""
+    import threading
+    import time
+
+    import ray_adapter.ray as ray
+    from ray_adapter.ray.util import state
+
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=40)
+    try:
+        @ray.remote(num_cpus=1)
+        class Sleeper:
+            def nap(self, seconds):
+                time.sleep(seconds)
+                return "rested"
+
+        actors = [Sleeper.remote() for _ in range(30)]
+        ray.get([a.__ray_ready__.remote() for a in actors], timeout=60)
+        naps = [a.nap.remote(1.5) for a in actors]
+        before = threading.active_count()
+        del actors  # every handle gone while its call runs
+        time.sleep(0.5)
+        assert threading.active_count() < before + 5
+        assert ray.get(naps, timeout=60) == ["rested"] * 30  # the calls finished
+        deadline = time.monotonic() + 30
+        while any(a.state != "DEAD" for a in state.list_actors(limit=None) if a.class_name == "Sleeper"):
+            assert time.monotonic() < deadline, "actors out of scope were not ended"
+            time.sleep(0.1)
+    finally:
+        ray.shutdown()

@@ -216,20 +216,34 @@ class ActorsMixin:
             return
         actor.handles -= 1
         if actor.handles <= 0 and not actor.escaped and not actor.detached and not actor.dead:
-            threading.Thread(target=self._end_out_of_scope, args=(actor,), daemon=True).start()
+            self._end_after_calls(actor)
+
+    def _end_after_calls(self, actor):
+        """(Under the lock.) An actor nobody can call any more ends after the calls it already
+        has, as in Ray: once the last of them is done (a callback counts them: no thread
+        waits), its ending is queued to the endings thread."""
+        pending = [self._future(o) for o in list(self._objects.values())
+                   if o.actor_id == actor.actor_id and o.ref is not None]
+        pending = [f for f in pending if not f.done()]
+        if not pending:
+            self._endings.put(self._end_out_of_scope, actor)
+            return
+        count_lock, left = threading.Lock(), [len(pending)]
+
+        def one_done(_future):
+            with count_lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                self._endings.put(self._end_out_of_scope, actor)
+
+        for future in pending:
+            future.add_done_callback(one_done)
 
     def _end_out_of_scope(self, actor):
-        """End an actor nobody can call any more, after the calls it already has (as Ray)."""
+        """(Endings thread.) End an actor whose calls are over, unless a handle came back."""
         with self._lock:
-            if actor.dead or actor.handles > 0:
-                return
-            pending = [self._future(o) for o in list(self._objects.values())
-                       if o.actor_id == actor.actor_id and o.ref is not None]
-            pending = [f for f in pending if not f.done()]
-        if pending:
-            concurrent.futures.wait(pending)
-        with self._lock:
-            if actor.dead or actor.handles > 0:
+            if actor.dead or actor.handles > 0 or not self._started:
                 return
             self._mark_dead(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE,
                                                     actor.info.class_name))

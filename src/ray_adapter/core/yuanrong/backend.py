@@ -26,6 +26,7 @@ import uuid
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.execution import exit_grace_seconds
 from ray_adapter.core.interface import ArgRef, RuntimeCore
+from ray_adapter.core.locks import OwnedRLock
 from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.embedded.resources import detect_accelerators
 from ray_adapter.core.yuanrong import shell, thread_env, thread_exit
@@ -70,7 +71,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
     def __init__(self, yr_module=None, local_mode=None):
         self.yr = yr_module
         self.local_mode = local_mode
-        self._lock = threading.RLock()
+        self._lock = OwnedRLock()  # re-entrant; finalizers ask whether their thread holds it
         self._objects = {}
         self._dropped_running = {}  # object id -> yr future of a dropped, unfinished call
         self._actors = {}
@@ -86,6 +87,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         self._started = False
         self._local = None  # local mode: the LocalResources granting tasks' and actors' resources
         self._reports = None  # the unread-error report thread (started with a report handler)
+        self._endings = None  # the thread ending actors gone out of scope (see .actors)
         self._rg_scheduler = None  # local mode: the scheduler of the one local node
         self._groups = {}  # placement group id -> resource_groups._Group
         self._group_names = {}
@@ -117,6 +119,9 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             with _native_notices(drop=_NO_YR_COMMAND if self.local_mode else None):
                 yr.init(self._config(options))
         self._releases = DeferredReleases(self._lock)
+        # Actors whose last handle went and whose calls are over are ended here, one after
+        # another, outside the lock (ending one waits for yr to terminate its instance).
+        self._endings = DeferredReleases(name="ray-adapter-actor-ends")
         # Unread errors are reported on a thread of their own: the report formats the user's
         # exception, which must not run under the backend's lock (the release thread holds it).
         self._reports = (None if options.on_unhandled_error is None else
@@ -214,6 +219,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         for stream in streams:  # a producer paused by backpressure stops
             stream.cancel()
         self._releases.close()
+        self._endings.close()
         if self._reports is not None:
             self._reports.close()
         if self._local is not None:  # requests still waiting for resources fail

@@ -106,11 +106,20 @@ class ObjectsMixin:
         return obj
 
     def _future(self, obj):
-        """A Future resolving to the object's Box (our own, so cancel/kill can fail it)."""
-        if obj.future is None:
-            ours = obj.future = concurrent.futures.Future()
-            completion_of(obj.ref).add(lambda value, exc: _settle(ours, value, exc))
-        return obj.future
+        """A Future resolving to the object's Box (our own, so cancel/kill can fail it). One
+        per object: made under the lock, as get, wait, object_future and cancel ask for it
+        from any thread (a second one would never see the cancel or kill that fails the
+        first); its completion is registered with yr after the lock is let go."""
+        future = obj.future
+        if future is not None:
+            return future
+        with self._lock:
+            future = obj.future
+            if future is not None:
+                return future
+            future = obj.future = concurrent.futures.Future()
+        completion_of(obj.ref).add(lambda value, exc: _settle(future, value, exc))
+        return future
 
     def _value(self, obj):
         obj.read = True
@@ -257,7 +266,7 @@ class ObjectsMixin:
         # run in our own code must not change what that code is changing); anything else, and
         # whatever needs yr, goes to the release thread (no thread wake-up per dropped ref).
         lock = self._lock
-        if not lock._is_owned() and lock.acquire(False):
+        if not lock.held_by_me() and lock.acquire(False):
             try:
                 obj = self._objects.get(object_id)
                 if obj is None:
