@@ -446,8 +446,15 @@ def test_a_py_executable_that_cannot_start_a_worker_fails_with_runtime_env_setup
         def ping(self):
             return 1
 
+    other_version = tmp_path / "other-adapter-python"  # a worker speaking another protocol
+    other_version.write_text(
+        f"#!/bin/bash\nexec {sys.executable} -c 'import runpy, sys; "
+        "import ray_adapter.core.embedded.protocol as p; p.VERSION = 99; "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name=\"__main__\")' \"$@\"\n")
+    other_version.chmod(0o755)
     for command, why in ((without, "cannot import ray_adapter"),
-                         ("/nonexistent/python", "not found")):
+                         ("/nonexistent/python", "not found"),
+                         (str(other_version), "another protocol version")):
         env = {"py_executable": command}
         with pytest.raises(ray.exceptions.RuntimeEnvSetupError) as info:
             ray.get(f.options(runtime_env=env).remote(), timeout=60)

@@ -196,11 +196,11 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
             protocol.PutReq: s.on_put,
             protocol.GetReq: s.on_get,
             protocol.WaitReq: s.on_wait,
-            protocol.QueryReq: s.on_query,
             protocol.StreamNextReq: s.on_stream_next,
             protocol.MetricRecord: lambda w, m, b: self.metrics.record(
                 m.kind, m.name, m.description, m.tag_keys, m.boundaries, m.tags, m.value),
             protocol.Relay: lambda w, m, b: relays.deliver(m.topic, msgspec.msgpack.decode(m.data)),
+            **{query: s.on_query for query in protocol.QUERIES},
         }
 
     def _dispatch(self, worker, message, buffers):

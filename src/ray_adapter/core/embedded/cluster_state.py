@@ -4,6 +4,7 @@ Mixed into :class:`~ray_adapter.core.embedded.backend.EmbeddedBackend`; every me
 to a component (the scheduler, :mod:`.nodes`, :mod:`.placement`, :mod:`.task_events`) and builds
 the neutral records of :class:`~ray_adapter.core.interface.RuntimeCore`. Stateless itself.
 """
+from ray_adapter.core import serialization
 from ray_adapter.core.embedded.actors import creation_task_id
 from ray_adapter.core.embedded.nodes import describe
 from ray_adapter.core.embedded.pool import WorkerState
@@ -61,7 +62,12 @@ class ClusterStateMixin:
 
     def placement_group_ready(self, placement_group_id, value):
         self._check_started()
-        return self.groups.ready(placement_group_id, value)
+        return self.groups.ready(placement_group_id, serialization.dumps(value))
+
+    def placement_group_ready_serialized(self, placement_group_id, data):
+        """:meth:`placement_group_ready` with the value already serialized (a worker's)."""
+        self._check_started()
+        return self.groups.ready(placement_group_id, data)
 
     # -- the State API -----------------------------------------------------------------------
     def state(self, kind):

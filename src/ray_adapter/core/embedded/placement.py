@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded.group_placement import Bundle, GroupState
 from ray_adapter.core.embedded.resources import to_units
 from ray_adapter.core.execution import wait_seconds
@@ -104,12 +104,12 @@ class PlacementGroups:
             raise errors.PlacementGroupRemoved(group_id)
         return record.state == "CREATED" and self.rt.scheduler.groups[group_id].placed
 
-    def ready(self, group_id, value):
-        """An object id (one reference, the caller's) that becomes ``value`` once placed."""
+    def ready(self, group_id, data):
+        """An object id (one reference, the caller's) that becomes the serialized value
+        ``data`` once placed."""
         rt = self.rt
         record = self._record(group_id)
         oid = rt.ids.put()
-        data = serialization.dumps(value)
         rt.objects.create([oid], 1, None)
         with self._lock:
             state = record.state

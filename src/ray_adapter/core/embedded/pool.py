@@ -279,6 +279,9 @@ class WorkerPool:
                 body, buffers = channel.recv()
                 message = decode(body)
                 if not worker.booted and type(message) is protocol.Hello:
+                    if message.version != protocol.VERSION:  # another ray-adapter (py_executable)
+                        worker.boot_failure = version_failure(worker.spec.py_executable, message.version)
+                        break
                     worker.booted = True
                 dispatch(worker, message, buffers)
                 del message
@@ -300,7 +303,8 @@ class WorkerPool:
             worker.proc.kill()
             worker.proc.wait()
         worker.kill_group()  # what its tasks started dies with it, as in Ray
-        if not worker.booted and worker.spec.py_executable is not None and worker.state is not WorkerState.RETIRED:
+        if (not worker.booted and worker.boot_failure is None and worker.spec.py_executable is not None
+                and worker.state is not WorkerState.RETIRED):
             worker.boot_failure = boot_failure(worker.spec.py_executable, worker.proc.returncode)
         worker.channel.close()
         worker.pins.clear()  # its views of arena blocks died with it
@@ -342,10 +346,21 @@ class WorkerPool:
             self._zygote.close()
 
 
+def version_failure(command, version):
+    """Why a worker that speaks protocol ``version`` (not the driver's) was stopped: its
+    interpreter (``py_executable`` ``command``) has another ray-adapter installed."""
+    return (f"The worker process for runtime_env py_executable {command!r} runs another "
+            f"ray-adapter: it speaks protocol version {version}, the driver "
+            f"{protocol.VERSION}. Install the driver's ray-adapter version into that environment.")
+
+
 def boot_failure(command, code):
     """Why a worker started with ``py_executable`` ``command`` ended (exit code ``code``)
     before it connected: the detail of the RuntimeEnvSetupError its task or actor fails with."""
-    if code == entry.NO_ADAPTER_EXIT_CODE:
+    if code == protocol.VERSION_MISMATCH_EXIT_CODE:
+        why = (f"its ray-adapter speaks another protocol version than the driver's "
+               f"({protocol.VERSION}): install the driver's ray-adapter version into that environment")
+    elif code == entry.NO_ADAPTER_EXIT_CODE:
         why = "its interpreter cannot import ray_adapter: install ray-adapter into that environment"
     elif code == 127:
         why = "the command was not found (exit code 127)"

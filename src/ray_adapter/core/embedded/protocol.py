@@ -19,8 +19,9 @@ Data flow::
                                                         ActorFailed, ActorExiting, RefUpdate,
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
-                                                        GetReq, WaitReq, QueryReq, StreamNextReq,
-                                                        MetricRecord, Relay
+                                                        GetReq, WaitReq, StreamNextReq,
+                                                        MetricRecord, Relay, and one message
+                                                        per query (CancelQuery, StateQuery, ...)
 
 Streaming generators: a call run with ``streaming`` sends one :class:`StreamItem` per yielded
 value, in order (an exception the generator raises is its last item, not ok), then its
@@ -38,7 +39,10 @@ import msgspec
 
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 6
+VERSION = 7
+#: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
+#: interpreter, a ``py_executable``, has another ray-adapter installed).
+VERSION_MISMATCH_EXIT_CODE = 97
 
 
 class Payload(msgspec.Struct, array_like=True, gc=False):
@@ -334,13 +338,96 @@ class StreamNextReq(_Msg):
     timeout: Optional[float]
 
 
-class QueryReq(_Msg):
-    """A request answered from driver state (cancel, kill, named actors, cluster state):
-    ``method`` names it, ``args`` is the pickled argument tuple."""
+class _Query(_Msg):
+    """Base of the requests a worker's runtime core answers from driver state (cancel, kill,
+    named actors, placement groups, cluster state): one message per query, its arguments typed
+    fields; answered by a :class:`Reply` with the value (``req_id`` 0: posted, no reply)."""
 
     req_id: int
-    method: str
-    args: Payload
+
+
+class CancelQuery(_Query, kw_only=True):
+    object_id: bytes
+    force: bool
+    recursive: bool
+
+
+class KillActorQuery(_Query, kw_only=True):
+    actor_id: bytes
+    no_restart: bool
+
+
+class GetNamedActorQuery(_Query, kw_only=True):
+    name: str
+    namespace: Optional[str]
+
+
+class ListNamedActorsQuery(_Query, kw_only=True):
+    all_namespaces: bool
+
+
+class NodesQuery(_Query):
+    pass
+
+
+class ClusterResourcesQuery(_Query):
+    pass
+
+
+class AvailableResourcesQuery(_Query):
+    pass
+
+
+class ResourcesPerNodeQuery(_Query, kw_only=True):
+    which: str  # "available" or "total"
+
+
+class CreatePlacementGroupQuery(_Query, kw_only=True):
+    bundles: List[Dict[str, float]]
+    strategy: str
+    name: str
+    lifetime: Optional[str]
+    label_selectors: Optional[List[Dict[str, str]]]
+    creator_actor: Optional[bytes]  # the actor the asking worker hosts (the group dies with it)
+
+
+class RemovePlacementGroupQuery(_Query, kw_only=True):
+    placement_group_id: bytes
+
+
+class PlacementGroupTableQuery(_Query, kw_only=True):
+    placement_group_id: Optional[bytes]  # None: every group
+
+
+class PlacementGroupReadyQuery(_Query, kw_only=True):
+    """A new object that becomes ``value`` once the group is placed; its one reference is
+    the asking worker's."""
+
+    placement_group_id: bytes
+    value: Payload
+
+
+class StateQuery(_Query, kw_only=True):
+    kind: str  # "actors", "tasks", "workers", "nodes", "placement_groups", "objects"
+
+
+class StreamPeekQuery(_Query, kw_only=True):
+    generator_id: bytes
+
+
+class StreamCloseQuery(_Query, kw_only=True):
+    generator_id: bytes
+
+
+class ObjectStoreStatsQuery(_Query):
+    pass
+
+
+QUERIES = (CancelQuery, KillActorQuery, GetNamedActorQuery, ListNamedActorsQuery, NodesQuery,
+           ClusterResourcesQuery, AvailableResourcesQuery, ResourcesPerNodeQuery,
+           CreatePlacementGroupQuery, RemovePlacementGroupQuery, PlacementGroupTableQuery,
+           PlacementGroupReadyQuery, StateQuery, StreamPeekQuery, StreamCloseQuery,
+           ObjectStoreStatsQuery)
 
 
 class MetricRecord(_Msg):
@@ -363,9 +450,9 @@ class Relay(_Msg):
     data: msgspec.Raw
 
 
-ToDriver = Union[Hello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
-                 FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq, GetReq, WaitReq,
-                 QueryReq, StreamNextReq, MetricRecord, Relay]
+ToDriver = Union[(Hello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting,
+                  RefUpdate, FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq,
+                  GetReq, WaitReq, StreamNextReq, MetricRecord, Relay) + QUERIES]
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

@@ -15,12 +15,28 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.interface import TaskOptions
 
-#: The QueryReq methods workers may call, answered by the backend method of the same name.
-QUERIES = frozenset(("cancel", "kill_actor", "get_named_actor", "list_named_actors", "nodes",
-                     "cluster_resources", "available_resources", "create_placement_group",
-                     "remove_placement_group", "placement_group_table", "placement_group_ready",
-                     "state", "resources_per_node", "stream_peek", "stream_close",
-                     "object_store_stats"))
+#: How the driver answers each query message (``protocol.QUERIES``): the backend call it makes
+#: with the message's fields (``rt`` the backend, ``m`` the message; ``buffers`` the frame's).
+ANSWERS = {
+    protocol.CancelQuery: lambda rt, m, b: rt.cancel(m.object_id, m.force, m.recursive),
+    protocol.KillActorQuery: lambda rt, m, b: rt.kill_actor(m.actor_id, m.no_restart),
+    protocol.GetNamedActorQuery: lambda rt, m, b: rt.get_named_actor(m.name, m.namespace),
+    protocol.ListNamedActorsQuery: lambda rt, m, b: rt.list_named_actors(m.all_namespaces),
+    protocol.NodesQuery: lambda rt, m, b: rt.nodes(),
+    protocol.ClusterResourcesQuery: lambda rt, m, b: rt.cluster_resources(),
+    protocol.AvailableResourcesQuery: lambda rt, m, b: rt.available_resources(),
+    protocol.ResourcesPerNodeQuery: lambda rt, m, b: rt.resources_per_node(m.which),
+    protocol.CreatePlacementGroupQuery: lambda rt, m, b: rt.create_placement_group(
+        m.bundles, m.strategy, m.name, m.lifetime, m.label_selectors, m.creator_actor),
+    protocol.RemovePlacementGroupQuery: lambda rt, m, b: rt.remove_placement_group(m.placement_group_id),
+    protocol.PlacementGroupTableQuery: lambda rt, m, b: rt.placement_group_table(m.placement_group_id),
+    protocol.PlacementGroupReadyQuery: lambda rt, m, b: rt.placement_group_ready_serialized(
+        m.placement_group_id, from_payload(m.value, b)),
+    protocol.StateQuery: lambda rt, m, b: rt.state(m.kind),
+    protocol.StreamPeekQuery: lambda rt, m, b: rt.stream_peek(m.generator_id),
+    protocol.StreamCloseQuery: lambda rt, m, b: rt.stream_close(m.generator_id),
+    protocol.ObjectStoreStatsQuery: lambda rt, m, b: rt.object_store_stats(),
+}
 
 
 def _plain(value):
@@ -104,13 +120,18 @@ class DriverService:
                      lent=True)
 
     def on_query(self, worker, message, buffers):
-        if message.method not in QUERIES:
-            self.reply_error(worker, message.req_id, errors.CoreError(f"unknown query {message.method!r}"))
+        """A query (one of ``protocol.QUERIES``): answered with the backend's value; posted
+        ones (``req_id`` 0) get no reply."""
+        answer = ANSWERS[type(message)]
+        if not message.req_id:
+            try:
+                answer(self.rt, message, buffers)
+            except errors.CoreError:
+                pass  # nobody waits for it (a stream closed after shutdown began)
             return
-        args = pickle.loads(message.args.data)
         # placement_group_ready makes an object whose one reference is the worker's
-        self._answer(worker, message.req_id, getattr(self.rt, message.method), *args,
-                     lent=message.method == "placement_group_ready")
+        self._answer(worker, message.req_id, answer, self.rt, message, buffers,
+                     lent=type(message) is protocol.PlacementGroupReadyQuery)
 
     def _answer(self, worker, req_id, fn, *args, lent=False):
         """Reply with ``fn(*args)`` or its failure. ``lent``: the value is the id or ids of new

@@ -172,7 +172,7 @@ class Worker:
         if message.version != protocol.VERSION:
             sys.stderr.write(f"ray-adapter worker: protocol version {message.version} from the "
                              f"driver, this worker speaks {protocol.VERSION}\n")
-            end_process(1)
+            end_process(protocol.VERSION_MISMATCH_EXIT_CODE)
         self.job_id, self.node_id, self.worker_id = message.job_id, message.node_id, message.worker_id
         self.namespace, self.node_ip = message.namespace, message.node_ip
         if message.runtime_env:

@@ -50,10 +50,6 @@ class _Slot:
         self.callback = callback
 
 
-def _plain(value):
-    return protocol.Payload(pickle.dumps(value, protocol=5))
-
-
 class WorkerCore(ClusterQueriesMixin, RuntimeCore):
     """The runtime core of a worker process."""
 
@@ -110,8 +106,9 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         slot.message, slot.buffers = message, buffers
         slot.event.set()
 
-    def _query(self, method, *args):
-        return self._request(lambda rid: (protocol.QueryReq(rid, method, _plain(args)), ()))
+    def _query(self, query, buffers=(), **fields):
+        """Ask the driver ``query`` (a ``protocol.QUERIES`` class) with ``fields``; its answer."""
+        return self._request(lambda rid: (query(req_id=rid, **fields), buffers))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, options):
@@ -242,7 +239,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
             if update is not None:
                 self._worker.channel.flush()
             for generator_id in closed:
-                self._worker.send(protocol.QueryReq(0, "stream_close", _plain((generator_id,))))
+                self._worker.send(protocol.StreamCloseQuery(req_id=0, generator_id=generator_id))
 
     # -- tasks and actors --------------------------------------------------------------------
     def _ship(self, key, function):
@@ -282,7 +279,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         return self._own(self._request(build))
 
     def cancel(self, object_id, force, recursive):
-        return self._query("cancel", object_id, force, recursive)
+        return self._query(protocol.CancelQuery, object_id=object_id, force=force, recursive=recursive)
 
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._ship(class_key, cls)
@@ -318,13 +315,13 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         return taken
 
     def stream_peek(self, generator_id):
-        return self._query("stream_peek", generator_id)
+        return self._query(protocol.StreamPeekQuery, generator_id=generator_id)
 
     def stream_close(self, generator_id):
         self._ref_events.put(("sclose", generator_id))  # from a finalizer: queued
 
     def kill_actor(self, actor_id, no_restart):
-        return self._query("kill_actor", actor_id, no_restart)
+        return self._query(protocol.KillActorQuery, actor_id=actor_id, no_restart=no_restart)
 
     # Actor handles: the first handle to an actor in this process registers a borrow with the
     # driver (queued at once, so it precedes the result of the call that carried the handle);
@@ -339,10 +336,10 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         self._ref_events.put(("hpin", actor_id))
 
     def get_named_actor(self, name, namespace):
-        return self._query("get_named_actor", name, namespace)
+        return self._query(protocol.GetNamedActorQuery, name=name, namespace=namespace)
 
     def list_named_actors(self, all_namespaces):
-        return self._query("list_named_actors", all_namespaces)
+        return self._query(protocol.ListNamedActorsQuery, all_namespaces=all_namespaces)
 
     def exit_current_actor(self):
         if current_call.get()[2] is None:

@@ -1,34 +1,40 @@
 """The cluster-state half of :class:`~ray_adapter.core.embedded.worker_core.WorkerCore`: nodes,
 resources, placement groups and State API records, each a query answered by the driver
-(``QueryReq``; see ``service.QUERIES``). Mixed into WorkerCore, whose ``_query`` / ``_own`` /
+(one ``protocol.QUERIES`` message each; see ``service.ANSWERS``). Mixed into WorkerCore, whose ``_query`` / ``_own`` /
 ``wait`` / ``get`` it uses; it keeps no state of its own, so it is safe from any thread."""
-from ray_adapter.core import errors
+from ray_adapter.core import errors, serialization
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.protocol import to_payload
 
 
 class ClusterQueriesMixin:
     # -- cluster state -----------------------------------------------------------------------
     def nodes(self):
-        return self._query("nodes")
+        return self._query(protocol.NodesQuery)
 
     def cluster_resources(self):
-        return self._query("cluster_resources")
+        return self._query(protocol.ClusterResourcesQuery)
 
     def available_resources(self):
-        return self._query("available_resources")
+        return self._query(protocol.AvailableResourcesQuery)
 
     # -- placement groups, state -------------------------------------------------------------
     def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None):
-        return self._query("create_placement_group", bundles, strategy, name, lifetime,
-                           label_selectors, self._worker.actor_id)
+        return self._query(protocol.CreatePlacementGroupQuery, bundles=bundles, strategy=strategy,
+                           name=name, lifetime=lifetime, label_selectors=label_selectors,
+                           creator_actor=self._worker.actor_id)
 
     def remove_placement_group(self, placement_group_id):
-        return self._query("remove_placement_group", placement_group_id)
+        return self._query(protocol.RemovePlacementGroupQuery, placement_group_id=placement_group_id)
 
     def placement_group_table(self, placement_group_id):
-        return self._query("placement_group_table", placement_group_id)
+        return self._query(protocol.PlacementGroupTableQuery, placement_group_id=placement_group_id)
 
     def placement_group_ready(self, placement_group_id, value):
-        return self._own([self._query("placement_group_ready", placement_group_id, value)])[0]
+        buffers = []
+        payload = to_payload(serialization.dumps(value), buffers)
+        return self._own([self._query(protocol.PlacementGroupReadyQuery, buffers,
+                                      placement_group_id=placement_group_id, value=payload)])[0]
 
     def wait_placement_group(self, placement_group_id, timeout):
         # The driver never blocks a worker's reader: wait on a ready() object here instead.
@@ -54,10 +60,10 @@ class ClusterQueriesMixin:
         return None
 
     def state(self, kind):
-        return self._query("state", kind)
+        return self._query(protocol.StateQuery, kind=kind)
 
     def resources_per_node(self, which):
-        return self._query("resources_per_node", which)
+        return self._query(protocol.ResourcesPerNodeQuery, which=which)
 
     def object_store_stats(self):
-        return self._query("object_store_stats")
+        return self._query(protocol.ObjectStoreStatsQuery)
