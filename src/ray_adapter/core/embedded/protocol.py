@@ -273,7 +273,7 @@ class TaskOptionsWire(msgspec.Struct, array_like=True, gc=False):
     resources: Dict[str, float]
     max_retries: int
     max_calls: int
-    retry_exceptions: bytes  # pickled False / True / tuple of classes
+    retry_exceptions: bytes  # task_support.retry_blob's form (b"": none); the driver never opens it
     runtime_env: bytes       # pickled dict or b""
     scheduling: bytes = b""  # pickled core.scheduling.Placement or b"" (default)
     generator: str = ""      # "streaming" or ""

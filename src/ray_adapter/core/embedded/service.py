@@ -13,6 +13,7 @@ import pickle
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.embedded.task_support import SerializedRetry
 from ray_adapter.core.interface import TaskOptions
 
 #: How the driver answers each query message (``protocol.QUERIES``): the backend call it makes
@@ -66,7 +67,7 @@ class DriverService:
         options = TaskOptions(
             name=o.name, num_returns=o.num_returns, resources=o.resources, max_retries=o.max_retries,
             max_calls=o.max_calls,
-            retry_exceptions=pickle.loads(o.retry_exceptions) if o.retry_exceptions else False,
+            retry_exceptions=SerializedRetry(o.retry_exceptions) if o.retry_exceptions else False,
             runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None,
             scheduling=pickle.loads(o.scheduling) if o.scheduling else None,
             generator=o.generator or None, generator_backpressure=o.backpressure)
@@ -87,7 +88,7 @@ class DriverService:
             name=m.name, num_returns=m.num_returns, generator=m.generator or None,
             generator_backpressure=m.backpressure, concurrency_group=m.group or None,
             max_task_retries=None if m.max_task_retries == -2 else m.max_task_retries,
-            retry_exceptions=pickle.loads(m.retry_exceptions) if m.retry_exceptions else False)
+            retry_exceptions=SerializedRetry(m.retry_exceptions) if m.retry_exceptions else False)
         self._answer(worker, m.req_id, self.rt.call_serialized, m.actor_id, m.method, args,
                      m.deps, options, worker, lent=True)
 

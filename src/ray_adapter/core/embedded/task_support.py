@@ -8,11 +8,19 @@ from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 
 
+class SerializedRetry(bytes):
+    """A ``retry_exceptions`` a worker submitted, still serialized (:func:`retry_blob`'s
+    form): the driver passes it on to the worker that runs the call, never unpickling the
+    user's exception classes itself."""
+
+
 def retry_blob(spec):
     """``retry_exceptions`` as it travels to a worker: False / True / a tuple of exception
     classes, serialized as functions are (cloudpickle: a class defined in the driver's
     ``__main__`` travels by value and is the very class the task's own code raises); b"" for
     none."""
+    if isinstance(spec, SerializedRetry):
+        return bytes(spec)
     if not spec:
         return b""
     return serialization.dumps_plain(tuple(spec) if isinstance(spec, list) else spec)

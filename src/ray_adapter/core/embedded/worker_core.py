@@ -264,7 +264,7 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         wire = protocol.TaskOptionsWire(
             options.name, options.num_returns, dict(options.resources), options.max_retries,
-            options.max_calls, retry_blob(options.retry_exceptions) or pickle.dumps(False),
+            options.max_calls, retry_blob(options.retry_exceptions),
             pickle.dumps(options.runtime_env) if options.runtime_env else b"",
             pickle.dumps(options.scheduling) if options.scheduling is not None else b"",
             options.generator or "", options.generator_backpressure)
