@@ -3,6 +3,7 @@ methods, concurrency groups, async __init__, per-method options, pending-call li
 restarts, cancellation seen from inside; on real workers of both backends."""
 import asyncio
 import concurrent.futures
+import os
 import threading
 import time
 
@@ -547,3 +548,60 @@ def test_a_get_waiting_for_an_unknown_object_ends_at_shutdown(ray):
     ray.shutdown()
     thread.join(30)
     assert not thread.is_alive() and outcome
+
+
+@pytest.mark.embedded_only("the window is the embedded driver's: yr keeps calls in its own queues")
+def test_a_burst_of_calls_to_a_busy_actor_waits_in_the_driver_not_in_its_socket(ray, tmp_path):
+    """What is sent ahead to one actor's worker is bounded (a window); the rest of a burst waits
+    in the driver's own queue, ``.remote()`` never blocking, and every call still runs, in
+    order, once the actor is free."""
+    from ray_adapter import core
+    from ray_adapter.core.embedded.actor_records import CALL_WINDOW
+
+    gate = tmp_path / "open"
+
+    @ray.remote(num_cpus=0)
+    class Busy:
+        def work(self, i, gate):
+            while not os.path.exists(gate):
+                time.sleep(0.005)
+            return i
+
+    actor = Busy.remote()
+    ray.get(actor.__ray_ready__.remote(), timeout=60)
+    n = 3 * CALL_WINDOW
+    start = time.monotonic()
+    refs = [actor.work.remote(i, str(gate)) for i in range(n)]
+    assert time.monotonic() - start < 30  # never waited for the worker
+    record = core.current().actors._actors[actor._actor_id.binary()]
+    assert len(record.inflight) == record.window == CALL_WINDOW
+    assert len(record.pending) == n - CALL_WINDOW  # the rest are the driver's
+    assert len(record.worker.channel._out) < 64  # nothing piles up unsent either
+    gate.write_text("")
+    assert ray.get(refs, timeout=120) == list(range(n))
+    assert len(record.inflight) == 0 and len(record.pending) == 0
+
+
+@pytest.mark.embedded_only("the window is the embedded driver's: yr keeps calls in its own queues")
+def test_a_call_of_another_concurrency_group_is_not_held_behind_a_full_window(ray):
+    """Ray runs each concurrency group on its own executor: a call of one group goes ahead of
+    another group's blocked calls, however many there are."""
+    from ray_adapter.core.embedded.actor_records import CALL_WINDOW
+
+    @ray.remote(num_cpus=0, concurrency_groups={"control": 1})
+    class Gated:
+        def __init__(self):
+            self.gate = threading.Event()
+
+        @ray.method(concurrency_group="control")
+        def open(self):
+            self.gate.set()
+
+        def work(self, i):
+            self.gate.wait(60)
+            return i
+
+    actor = Gated.remote()
+    refs = [actor.work.remote(i) for i in range(3 * CALL_WINDOW)]
+    ray.get(actor.open.remote(), timeout=30)
+    assert ray.get(refs, timeout=120) == list(range(3 * CALL_WINDOW))

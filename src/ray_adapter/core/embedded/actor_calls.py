@@ -1,7 +1,9 @@
 """Actor method calls: queued per actor in arrival order, sent in order, answered, cancelled.
 
 Calls are queued per actor in arrival order (which keeps each caller's submission order) and
-sent in that order once their arguments are ready; they are pipelined behind the constructor.
+sent in that order once their arguments are ready; they are pipelined behind the constructor,
+at most a window of them ahead of the worker (``actor_records.call_window``; refilled when half
+are done): a burst of calls waits in the driver's queue, not in the worker's socket.
 As in Ray, order holds per caller (the driver, or one worker process): a call whose arguments
 are pending holds back the later calls of its own caller only, and another caller's ready call
 goes ahead of it.
@@ -122,7 +124,8 @@ class ActorCallsMixin:
             pending = actor.pending
             blocked = set()  # callers with a call waiting for its arguments
             kept = []        # their calls, taken off the queue on the way, in order
-            while pending and not (blocked and pending.only_callers_in(blocked)):
+            inflight, window = actor.inflight, actor.window
+            while pending and len(inflight) < window and not (blocked and pending.only_callers_in(blocked)):
                 call = pending.popleft()
                 if call.caller in blocked:
                     kept.append(call)
@@ -186,6 +189,8 @@ class ActorCallsMixin:
             self._flush(actor)
             return
         self._finish_call(call, datas, not message.ok)
+        if actor.pending and len(actor.inflight) <= actor.window // 2:
+            self._flush(actor)  # refill the window once half of it is done (large writes)
         self.scope.end_if_idle(actor)
 
     def _finish_call(self, call, datas, is_error, cancelled=False):

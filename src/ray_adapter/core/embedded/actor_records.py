@@ -5,6 +5,7 @@ Plain data, guarded by :class:`~ray_adapter.core.embedded.actors.ActorManager`'s
 import collections
 import enum
 import pickle
+import sys
 
 from ray_adapter.core import serialization
 from ray_adapter.core.embedded.resources import to_units
@@ -78,10 +79,28 @@ class PendingCalls:
         return len(self._calls)
 
 
+#: Calls sent ahead to one actor's worker at most (more when the actor runs more at once, see
+#: :func:`call_window`); the rest wait in the driver's queue, so the worker's socket and its
+#: own queue stay bounded while ``.remote()`` never blocks.
+CALL_WINDOW = 512
+
+
+def call_window(options):
+    """How many calls one actor's worker is sent ahead: :data:`CALL_WINDOW`, or twice what it
+    may run at once if that is more. Either way more than it can start before the calls ahead
+    finish, so the window never holds back a call Ray would have started. An actor with
+    concurrency groups has none: a call of one group queued behind a full window of another
+    group's calls would wait, where Ray runs it on its own group's executor."""
+    if options.concurrency_groups:
+        return sys.maxsize
+    at_once = options.max_concurrency or (1000 if options.is_async else 1)
+    return max(CALL_WINDOW, 2 * at_once)
+
+
 class ActorRecord:
     __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
                  "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
-                 "death", "kill_restart", "meta_blob", "env_blob", "scope", "unfinished")
+                 "death", "kill_restart", "meta_blob", "env_blob", "scope", "unfinished", "window")
 
     def __init__(self, actor_id, key, args, deps, carried, options):
         self.actor_id = actor_id
@@ -96,6 +115,7 @@ class ActorRecord:
         self.grant = None
         self.pending = PendingCalls()
         self.inflight = {}
+        self.window = call_window(options)
         self.restarts_left = options.max_restarts
         self.num_restarts = 0
         self.death = None
