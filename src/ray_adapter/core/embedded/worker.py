@@ -44,42 +44,71 @@ _MAIN_THREAD = threading.main_thread()
 
 
 class Worker:
-    """State and main loop of one worker process."""
+    """State and main loop of one worker process.
+
+    Threads and what each owns (the fields are grouped so below):
+
+    - *reading*: whichever thread holds the read role (:mod:`.worker_reading`: the main thread
+      while idle, the reader thread while user code runs) routes messages; it is the only
+      writer of the registration fields (``blobs``; ``functions`` and ``descriptors`` are
+      filled by the thread that first loads a key, an idempotent cache) and of the identity
+      fields, set by ``Init`` before any task is queued.
+    - *start_lock* (a leaf lock) guards the fields a cancel or release, handled by the reading
+      thread, races with the main thread starting and ending a task: ``running_task``,
+      ``cancelled``, ``queued``, ``skip``; ``cancel_requested`` is set under it by the reading
+      thread and cleared by the main thread once the task it names is over.
+    - *main thread* (tasks and synchronous actor calls): ``interruptible``, ``sending``,
+      ``assignment`` / ``assigned_resources`` / ``gpu_ids`` of the running task, ``budget``.
+      The SIGUSR1 handler runs in the main thread too (between bytecodes): it only reads
+      ``cancel_requested``, ``running_task``, ``sending`` and ``interruptible`` and clears
+      ``cancel_requested`` when it raises the cancel.
+    - *the actor*, once created: ``actor`` (executors.ActorHost) and the ``actor_*`` fields are
+      set by ``CreateActor`` in the main thread before the actor is announced ready, read-only
+      after; ``exit_actor_after_call`` is set by the call that asks to exit (any of the actor's
+      threads) and read when that call ends.
+    - ``forked_child`` is set in a forked child's only thread (:meth:`after_fork_in_child`).
+    """
 
     def __init__(self, fd):
-        self.channel = Channel(socket.socket(fileno=fd))
+        self.channel = Channel(socket.socket(fileno=fd))  # its own locks (channel.py)
         self.role = ReadRole(self.channel.sock)
-        self.core = WorkerCore(self)
+        self.core = WorkerCore(self)  # the user code's runtime core: its own state and locks
         self.channel.codec = WorkerCodec(self.core.block_released)
+        self.exec_queue = queue.SimpleQueue()  # reading thread -> main thread (thread-safe)
+        # -- registrations (reading thread) ---------------------------------------------------
         self.blobs = {}                 # key -> pickled function / class, as registered
-        self.functions = {}             # key -> loaded function / class
+        self.functions = {}             # key -> loaded function / class (a cache)
         self.descriptors = {}           # key -> its function's descriptor (get_task_function_name)
-        self.exec_queue = queue.SimpleQueue()
+        # -- identity (set by Init, read-only after) ------------------------------------------
         self.job_id = self.node_id = self.worker_id = None
         self.namespace = None
         self.node_ip = "127.0.0.1"
+        self.runtime_env = None         # the env this process was started for (Init)
+        # -- the actor (set by CreateActor in the main thread, read-only after) ---------------
         self.actor_id = None
         self.actor_name = None
         self.actor_class_name = None
         self.actor_label = None         # execution.ActorLabel of the actor (its calls' errors)
         self.actor_handle_meta = None
-        self.runtime_env = None         # the env this process was started for (Init)
         self.actor = None               # executors.ActorHost once an actor is created
+        self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
         self.restart_count = 0
+        self.exit_actor_after_call = False  # set by the call asking to exit, read as it ends
+        # -- the running task (main thread) ---------------------------------------------------
         self.assigned_resources = {}
         self.gpu_ids = []
         self.assignment = None          # protocol.Assignment of the running task / the actor
+        self.interruptible = False      # the main thread is inside the running task's try block
+        self.sending = False            # the main thread is writing a frame (see whole_frames)
+        self.budget = streaming.Budget()  # backpressure of a streaming task's items
+        # -- starting vs cancelling (under start_lock) ----------------------------------------
+        self.start_lock = threading.Lock()  # a queued task starts, or is cancelled/released, never both
         self.running_task = None        # the task or call running in the main thread
         self.cancel_requested = None
         self.cancelled = set()          # cancelled before their RunTask arrived
         self.queued = set()             # tasks waiting in exec_queue (pipelined behind the running one)
         self.skip = set()               # queued tasks already answered (cancelled) or released
-        self.start_lock = threading.Lock()  # a queued task starts, or is cancelled/released, never both
-        self.interruptible = False      # the main thread is inside the running task's try block
-        self.exit_actor_after_call = False
-        self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
-        self.sending = False            # the main thread is writing a frame (see whole_frames)
-        self.budget = streaming.Budget()  # backpressure of a streaming task's items
+        # -- a forked child (its only thread) -------------------------------------------------
         self.forked_child = False       # this process is a fork of the worker (see the module notes)
 
     def after_fork_in_child(self):
