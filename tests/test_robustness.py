@@ -29,8 +29,11 @@ def test_failure_at_the_root_of_a_long_chain(ray):
     ref = root.remote()
     for _ in range(300):
         ref = inc.remote(ref)
-    with pytest.raises(ValueError, match="root failed"):
+    with pytest.raises(ValueError, match="root failed") as info:
         ray.get(ref, timeout=60)
+    # As Ray: each call of the chain quotes the one before (a flat record, not 300 nested ones)
+    assert str(info.value).count("At least one of the input arguments") == 300
+    assert isinstance(info.value, ray.exceptions.RayTaskError) and type(info.value.cause) is ValueError
 
 
 def test_exceptions_that_cannot_be_rebuilt(ray):

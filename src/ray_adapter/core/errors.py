@@ -50,8 +50,10 @@ class TaskFailed(CoreError):
         self.actor_repr = actor_repr
         self.actor_id = actor_id  # hex of the actor whose method raised, None for a task
         self.cause_repr = cause_repr if cause_repr is not None else repr(cause)
-        #: The call never ran: an argument failed; ``cause`` is that argument's core error.
+        #: The call never ran: an argument failed; ``cause`` is the root core error and
+        #: ``argument_chain`` the argument failures between (see ``execution.argument_failure``).
         self.failed_argument = failed_argument
+        self.argument_chain = []
 
 
 class TaskCancelled(CoreError):

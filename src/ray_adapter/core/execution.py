@@ -133,9 +133,21 @@ def argument_failure(inner, name, actor=None, pid=None):
     """The :class:`errors.TaskFailed` of the call ``name`` whose argument failed with the core
     error ``inner``: Ray fails the call itself, its error quoting the argument's ("At least one
     of the input arguments for this task could not be computed"). ``pid`` is the process
-    that found it (default: this one)."""
-    return errors.TaskFailed(inner, "", name, pid or os.getpid(), NODE_IP, cause_repr=repr(inner),
-                             failed_argument=True, **actor_fields(actor))
+    that found it (default: this one).
+
+    A chain of such calls stays flat: ``cause`` is the root failure (never itself an argument
+    failure) and ``argument_chain`` the calls between, nearest first, as
+    ``(function_name, pid, ip, actor_repr, actor_id)`` -- a chain hundreds of calls long
+    pickles without nesting hundreds of objects."""
+    chain = []
+    if isinstance(inner, errors.TaskFailed) and inner.failed_argument:
+        chain = [(inner.function_name, inner.pid, inner.ip, inner.actor_repr, inner.actor_id)]
+        chain.extend(inner.argument_chain)
+        inner = inner.cause
+    failure = errors.TaskFailed(inner, "", name, pid or os.getpid(), NODE_IP, cause_repr=repr(inner),
+                                failed_argument=True, **actor_fields(actor))
+    failure.argument_chain = chain
+    return failure
 
 
 class GeneratorFailed(Exception):

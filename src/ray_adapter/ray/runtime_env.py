@@ -9,6 +9,7 @@ env is used (``ray.init``, ``.remote()``), naming the field.
 import json
 
 from ray_adapter import gaps
+from ray_adapter.ray._private.runtime_env import validation
 
 _DEFAULT_SETUP_TIMEOUT_S = 600  # RuntimeEnvConfig's default, as Ray's
 
@@ -25,24 +26,7 @@ class RuntimeEnvConfig(dict):
 
     def __init__(self, setup_timeout_seconds=_DEFAULT_SETUP_TIMEOUT_S, eager_install=True,
                  log_files=None):
-        super().__init__()
-        if not isinstance(setup_timeout_seconds, int) or isinstance(setup_timeout_seconds, bool):
-            raise TypeError(f"setup_timeout_seconds must be of type int, got: {type(setup_timeout_seconds)}")
-        if setup_timeout_seconds <= 0 and setup_timeout_seconds != -1:
-            raise ValueError("setup_timeout_seconds must be greater than zero or equals to -1, "
-                             f"got: {setup_timeout_seconds}")
-        if not isinstance(eager_install, bool):
-            raise TypeError(f"eager_install must be a boolean. got {type(eager_install)}")
-        if log_files is None:
-            log_files = []
-        elif not isinstance(log_files, list):
-            raise TypeError(f"log_files must be a list of strings or None, got {log_files} with "
-                            f"type {type(log_files)}.")
-        elif not all(isinstance(f, str) for f in log_files):
-            raise TypeError("Each item in log_files must be a string.")
-        self["setup_timeout_seconds"] = setup_timeout_seconds
-        self["eager_install"] = eager_install
-        self["log_files"] = log_files
+        super().__init__(validation.config_values(setup_timeout_seconds, eager_install, log_files))
 
     @staticmethod
     def parse_and_validate_runtime_env_config(config):
@@ -50,15 +34,7 @@ class RuntimeEnvConfig(dict):
         Ray logs them); TypeError for anything else."""
         if isinstance(config, RuntimeEnvConfig):
             return config
-        if isinstance(config, dict):
-            unknown = set(config) - RuntimeEnvConfig.known_fields
-            if unknown:
-                import warnings
-
-                warnings.warn("The following unknown entries in the runtime_env_config dictionary "
-                              f"will be ignored: {unknown}.", stacklevel=3)
-            return RuntimeEnvConfig(**{k: v for k, v in config.items() if k in RuntimeEnvConfig.known_fields})
-        raise TypeError(f"runtime_env['config'] must be of type dict or RuntimeEnvConfig, got: {type(config)}")
+        return RuntimeEnvConfig(**validation.check_config(config))
 
     @classmethod
     def default_config(cls):
@@ -70,8 +46,8 @@ class RuntimeEnvConfig(dict):
 
 def _validate_field(key, value):
     """Ray's check of one field; returns the value to keep, or None to drop it."""
-    from ray_adapter.ray._private.runtime_env import validation
-
+    if key == "config":
+        return RuntimeEnvConfig.parse_and_validate_runtime_env_config(value)
     return validation.check_field(key, value)
 
 

@@ -255,8 +255,6 @@ class ActorHost:
             if not (w.exit_actor_after_call or intended_exit(exc)):
                 # sys.exit(1) and the like: the process dies as from a crash, unanswered; the
                 # driver then restarts the actor if it may (ActorUnavailableError meanwhile).
-                from ray_adapter.core.embedded.worker import end_process
-
                 code = exit_status(exc)
                 flush_posted()
                 end_process(code)
@@ -439,3 +437,21 @@ class PrefixWriter:
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+def end_process(code):
+    """Flush output, kill every process the tasks started (descendants, re-parented here as
+    a subreaper), and exit now with ``code``."""
+    flush_posted()  # results and messages queued by this thread go out first
+    flush_std()
+    try:
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+    except Exception:  # psutil unavailable: the driver still kills the process group
+        pass
+    os._exit(code)

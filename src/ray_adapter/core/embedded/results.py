@@ -87,9 +87,9 @@ def argument_failure_data(data, name, actor=None, pid=None):
     the driver) is passed on as it is."""
     try:
         inner = serialization.loads(data)
-    except Exception:  # noqa: BLE001
+        return serialization.dumps(argument_failure(inner, name, actor, pid))
+    except Exception:  # noqa: BLE001 - never leave the call unanswered
         return data
-    return serialization.dumps(argument_failure(inner, name, actor, pid))
 
 
 def pack_error(core_error):

@@ -190,7 +190,7 @@ class Worker:
             pass
         except BaseException:  # pragma: no cover - a reading thread must never die silently
             traceback.print_exc()
-        end_process(1)
+        executors.end_process(1)
 
     def reader(self):
         """The helper: reads while the main thread runs work (see :mod:`.worker_reading`)."""
@@ -201,7 +201,7 @@ class Worker:
         if message.version != protocol.VERSION:
             sys.stderr.write(f"ray-adapter worker: protocol version {message.version} from the "
                              f"driver, this worker speaks {protocol.VERSION}\n")
-            end_process(protocol.VERSION_MISMATCH_EXIT_CODE)
+            executors.end_process(protocol.VERSION_MISMATCH_EXIT_CODE)
         self.job_id, self.node_id, self.worker_id = message.job_id, message.node_id, message.worker_id
         self.namespace, self.node_ip = message.namespace, message.node_ip
         if message.runtime_env:
@@ -226,7 +226,7 @@ class Worker:
                 self.skip.add(task_id)
             elif running:
                 if force:  # under the lock: no next task starts in this dying process
-                    end_process(1)
+                    executors.end_process(1)
                 self.cancel_requested = task_id
             else:  # not arrived yet (cannot happen in order): answered when it comes up
                 self.cancelled.add(task_id)
@@ -320,7 +320,7 @@ class Worker:
         failure = run_setup_hook(os.environ)
         if failure is not None:
             sys.stderr.write(failure)
-            end_process(1)
+            executors.end_process(1)
 
     def load(self, key):
         fn = self.functions.get(key)
@@ -381,7 +381,7 @@ class Worker:
         except SystemExit as exc:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).
-            end_process(exit_status(exc))
+            executors.end_process(exit_status(exc))
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
             retryable = executors.should_retry(exc, message.retry_exceptions)
             reply = executors.pack_error(executors.task_failure(exc, name, None))
@@ -407,7 +407,7 @@ class Worker:
         self.send_done(task_id, reply)
         flush_posted()
         run_exit_handlers()
-        end_process(0)
+        executors.end_process(0)
 
 
 _SETUP_HOOK = object()  # the exec-queue item that runs the setup hook
@@ -440,24 +440,6 @@ def run_exit_handlers():
     executors.flush_std()
 
 
-def end_process(code):
-    """Flush output, kill every process the tasks started (descendants, re-parented here as
-    a subreaper), and exit now with ``code``."""
-    flush_posted()  # results and messages queued by this thread go out first
-    executors.flush_std()
-    try:
-        import psutil
-
-        for child in psutil.Process().children(recursive=True):
-            try:
-                child.kill()
-            except psutil.Error:
-                pass
-    except Exception:  # psutil unavailable: the driver still kills the process group
-        pass
-    os._exit(code)
-
-
 def main(argv=None):
     unblock_signals()  # started (or its template) by any thread of the driver
     argv = sys.argv[1:] if argv is None else argv
@@ -477,7 +459,7 @@ def main(argv=None):
     import ray  # noqa: F401  - warm the proxy so the first task does not pay for it
 
     worker.run()
-    end_process(0)
+    executors.end_process(0)
 
 
 if __name__ == "__main__":

@@ -42,10 +42,17 @@ def _exception_line(exc):
 def _argument_failure(err):
     """A call that did not run because an argument failed: Ray raises the call's own
     ``RayTaskError`` quoting the argument's error, an instance of the original cause's class
-    (the user's exception, or the Ray error that ended the argument's task)."""
-    inner = from_core_error(err.cause)
-    cause = inner.cause if isinstance(inner, RayTaskError) else inner
-    exc = RayTaskError(err.function_name, f"{_ARGUMENT_FAILED}\n{_exception_line(inner)}", cause,
+    (the user's exception, or the Ray error that ended the argument's task). Along a chain of
+    such calls each quotes the next one's text, down to the root failure (built from the
+    root up, without recursion)."""
+    root = from_core_error(err.cause)
+    cause = root.cause if isinstance(root, RayTaskError) else root
+    text = _exception_line(root)
+    for name, pid, ip, actor_repr, actor_id in reversed(getattr(err, "argument_chain", ())):
+        level = RayTaskError(name, f"{_ARGUMENT_FAILED}\n{text}", cause, pid=pid, ip=ip,
+                             actor_repr=actor_repr, actor_id=actor_id)
+        text = _exception_line(level)
+    exc = RayTaskError(err.function_name, f"{_ARGUMENT_FAILED}\n{text}", cause,
                        pid=err.pid, ip=err.ip, actor_repr=err.actor_repr,
                        actor_id=getattr(err, "actor_id", None))
     return exc.as_instanceof_cause()

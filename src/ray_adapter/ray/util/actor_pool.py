@@ -1,5 +1,7 @@
 """``ray.util.actor_pool``: :class:`ActorPool`, a work queue over a fixed set of actors."""
 from ray_adapter import gaps
+from ray_adapter.ray._private.worker import get, wait
+from ray_adapter.ray.exceptions import ActorDiedError
 
 _TIMED_OUT = "Timed out waiting for result"
 
@@ -65,12 +67,10 @@ class ActorPool:
     def _take(self, refs, actor):
         """The result of a call that has left the pending set; its actor is idle again unless
         the call says the actor died."""
-        import ray_adapter.ray as ray
-
         alive = True
         try:
-            return ray.get(refs)
-        except ray.exceptions.ActorDiedError:
+            return get(refs)
+        except ActorDiedError:
             alive = False
             raise
         finally:
@@ -87,8 +87,6 @@ class ActorPool:
 
     def get_next(self, timeout=None, ignore_if_timedout=False):
         """The next result in submission order (see the class docstring for the errors)."""
-        import ray_adapter.ray as ray
-
         if not self.has_next():
             raise StopIteration("No more results to get")
         if self._next_return_index >= self._next_task_index:
@@ -96,7 +94,7 @@ class ActorPool:
         refs = self._by_index[self._next_return_index]
         timed_out = False
         if timeout is not None:
-            ready, _ = ray.wait([refs], timeout=timeout)
+            ready, _ = wait([refs], timeout=timeout)
             if not ready:
                 if not ignore_if_timedout:
                     raise TimeoutError(_TIMED_OUT)
@@ -110,11 +108,9 @@ class ActorPool:
 
     def get_next_unordered(self, timeout=None, ignore_if_timedout=False):
         """The result of whichever pending call is ready first (see the class docstring)."""
-        import ray_adapter.ray as ray
-
         if not self.has_next():
             raise StopIteration("No more results to get")
-        ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=timeout)
+        ready, _ = wait(list(self._pending), num_returns=1, timeout=timeout)
         if ready:
             key = ready[0]
         elif not ignore_if_timedout:

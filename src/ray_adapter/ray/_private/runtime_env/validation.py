@@ -91,10 +91,48 @@ def check_field(key, value):
                 _check_path(module)
         return value
     if key == "config":
-        from ray_adapter.ray.runtime_env import RuntimeEnvConfig
-
-        return RuntimeEnvConfig.parse_and_validate_runtime_env_config(value)
+        return check_config(value)
     return value
+
+
+#: ``RuntimeEnvConfig``'s fields and defaults, as Ray's.
+CONFIG_FIELDS = {"setup_timeout_seconds": 600, "eager_install": True, "log_files": None}
+
+
+def config_values(setup_timeout_seconds=600, eager_install=True, log_files=None):
+    """``RuntimeEnvConfig``'s fields checked as Ray checks them (TypeError / ValueError), as a
+    plain dict (``log_files`` None becomes ``[]``)."""
+    if not isinstance(setup_timeout_seconds, int) or isinstance(setup_timeout_seconds, bool):
+        raise TypeError(f"setup_timeout_seconds must be of type int, got: {type(setup_timeout_seconds)}")
+    if setup_timeout_seconds <= 0 and setup_timeout_seconds != -1:
+        raise ValueError("setup_timeout_seconds must be greater than zero or equals to -1, "
+                         f"got: {setup_timeout_seconds}")
+    if not isinstance(eager_install, bool):
+        raise TypeError(f"eager_install must be a boolean. got {type(eager_install)}")
+    if log_files is None:
+        log_files = []
+    elif not isinstance(log_files, list):
+        raise TypeError(f"log_files must be a list of strings or None, got {log_files} with "
+                        f"type {type(log_files)}.")
+    elif not all(isinstance(f, str) for f in log_files):
+        raise TypeError("Each item in log_files must be a string.")
+    return {"setup_timeout_seconds": setup_timeout_seconds, "eager_install": eager_install,
+            "log_files": log_files}
+
+
+def check_config(config):
+    """``runtime_env['config']`` given as a dict (or a RuntimeEnvConfig) checked: the plain
+    dict of its fields (unknown keys dropped with a warning, as Ray logs them); TypeError for
+    anything else."""
+    if not isinstance(config, dict):
+        raise TypeError(f"runtime_env['config'] must be of type dict or RuntimeEnvConfig, got: {type(config)}")
+    unknown = set(config) - set(CONFIG_FIELDS)
+    if unknown:
+        import warnings
+
+        warnings.warn("The following unknown entries in the runtime_env_config dictionary "
+                      f"will be ignored: {unknown}.", stacklevel=4)
+    return config_values(**{k: v for k, v in config.items() if k in CONFIG_FIELDS})
 
 
 def _clean(runtime_env):
