@@ -316,6 +316,10 @@ def test_env_vars_of_calls_and_actors_leave_the_driver_environment_as_they_found
         while os.environ["SHARED"] != "orig" and time.monotonic() < deadline:
             time.sleep(0.01)
         print("after the actor exited:", os.environ["SHARED"])
+        killed = Quits.options(runtime_env={"env_vars": {"SHARED": "killed"}}).remote()
+        print(ray.get(killed.value.remote()), os.environ["SHARED"])
+        ray.kill(killed)  # its env_vars go with it, not at shutdown
+        print("after the actor was killed:", os.environ["SHARED"])
         del os.environ["SHARED"]
         ray.shutdown()
         print("changed:", sorted(k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k)))
@@ -323,7 +327,8 @@ def test_env_vars_of_calls_and_actors_leave_the_driver_environment_as_they_found
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [
         "[('job', '0'), ('job', '1'), ('job', '2')]", "actor", "while running: ['JOB_VAR']",
-        "actor task", "after the actor exited: orig", "changed: []"]
+        "actor task", "after the actor exited: orig", "killed killed",
+        "after the actor was killed: orig", "changed: []"]
 
 
 def test_threads_asking_for_an_object_at_once_share_its_one_future(monkeypatch):

@@ -21,6 +21,7 @@ import collections
 import contextvars
 import inspect
 import threading
+import weakref
 
 from ray_adapter.core import errors
 from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failure, construct,
@@ -94,8 +95,12 @@ class ActorShell:
         else:
             sizes[""] = max_concurrency or 1
             self._limits = {g: _Limiter(n) for g, n in sizes.items()} if groups else {}
-        # Its env_vars for its lifetime: let go when it exits for good (or at shutdown).
+        # Its env_vars for its lifetime: let go when it exits for good, is killed (local mode:
+        # the backend finds it in _local_shells) or at shutdown.
         self._env_held = shared_environ.acquire(env_vars)
+        self._env_lock = threading.Lock()  # the exit of a call and a kill may let go at once
+        if local_resources() is not None:
+            _local_shells[actor_id] = self
         self._env_vars = {k: str(v) for k, v in (env_vars or {}).items()}
         hook_failure = setup_once(env_vars or {})  # runtime_env worker_process_setup_hook
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
@@ -276,9 +281,26 @@ class ActorShell:
                                       exit_code=code)
         return Box(False, self.death)
 
+    def ended_by_kill(self):
+        """Local mode: this actor was killed (``ray.kill``, or out of scope): its env_vars go
+        now, as its process would have ended with them."""
+        self._let_env_go()
+
     def _let_env_go(self):
-        held, self._env_held = self._env_held, None
+        with self._env_lock:
+            held, self._env_held = self._env_held, None
         shared_environ.release(held)
+
+
+#: Local mode (the shells are objects of this process): actor id -> its shell, while it lives
+#: (weak: yr drops the instance when it ends it).
+_local_shells = weakref.WeakValueDictionary()
+
+
+def take_local_shell(actor_id):
+    """Local mode: the shell of the live actor ``actor_id``, taken out of the registry (None if
+    it has ended)."""
+    return _local_shells.pop(actor_id, None)
 
 
 async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, actor, num_returns):

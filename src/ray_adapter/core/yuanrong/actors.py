@@ -165,10 +165,15 @@ class ActorsMixin:
             self._releases.put(self.release_contained, held)
 
     def _terminate(self, actor):
+        # Local mode: its env_vars go with it (a process of its own would have ended); its shell
+        # is taken first, as yr drops the instance when it ends it.
+        shell = actor_shell.take_local_shell(actor.actor_id) if self.local_mode else None
         try:
             actor.proxy.terminate(is_sync=True)
         except Exception:  # already gone
             pass
+        if shell is not None:
+            shell.ended_by_kill()
 
     def _mark_dead(self, actor, death):
         actor.dead = True
