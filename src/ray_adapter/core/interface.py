@@ -49,6 +49,12 @@ class TaskOptions:
     max_task_retries: Optional[int] = None
 
 
+class SerializedMeta(bytes):
+    """An actor's handle metadata still serialized by the process that created the actor (a
+    worker): the core passes it on unopened; the proxy that rebuilds a handle from it loads
+    it (``ActorInfo.handle_meta`` / ``ActorOptions.handle_meta`` may be one)."""
+
+
 @dataclass
 class ActorOptions:
     """Options of one actor creation."""
@@ -66,6 +72,7 @@ class ActorOptions:
     runtime_env: Optional[dict] = None
     scheduling: Optional[dict] = None
     handle_meta: Any = None         # opaque to the core: what a caller needs to rebuild a handle
+    #                                 (a SerializedMeta when a worker created the actor)
     concurrency_groups: Dict[str, int] = field(default_factory=dict)  # {group: max concurrent calls}
     max_pending_calls: int = -1     # calls a caller may have unfinished at once; -1 = no limit
     generator_backpressure: int = -1  # unconsumed stream items of all its calls before they pause

@@ -64,7 +64,7 @@ class Placement:
     fail: bool = False
     group_id: Optional[bytes] = None
     bundle_index: int = -1
-    capture: bool = False
+    capture: Optional[bool] = False  # None: not given (the proxy fills in the caller's capture)
     hard: Tuple[LabelMatch, ...] = ()
     soft_labels: Tuple[LabelMatch, ...] = ()
 

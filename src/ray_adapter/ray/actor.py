@@ -1,5 +1,6 @@
 """``ray.actor``: actor classes, handles and methods (mirrors Ray's ``ray.actor``)."""
 import os
+import pickle
 import weakref
 
 from ray_adapter import core as _core
@@ -349,6 +350,8 @@ class ActorHandle:
     ``__ray_call__(fn, *args)`` (runs ``fn(actor, *args)`` on it)."""
 
     def __init__(self, actor_id, meta):
+        if isinstance(meta, bytes):  # serialized by the worker that created the actor
+            meta = pickle.loads(meta)
         self._ray_actor_id = actor_id
         self._ray_meta = meta
         self._ray_class_name = meta["class_name"]

@@ -10,7 +10,7 @@ import sys
 from ray_adapter.core import serialization
 from ray_adapter.core.embedded.resources import to_units
 from ray_adapter.core.embedded.task_support import retry_blob
-from ray_adapter.core.interface import ActorInfo
+from ray_adapter.core.interface import ActorInfo, SerializedMeta
 
 
 class ActorState(enum.Enum):
@@ -121,7 +121,8 @@ class ActorRecord:
         self.death = None
         self.kill_restart = False  # the next process exit is ray.kill(no_restart=False)
         # cloudpickle: method options (retry_exceptions) may name classes of the driver's __main__
-        self.meta_blob = serialization.dumps_plain(options.handle_meta)
+        meta = options.handle_meta  # a worker's creation: already serialized, never opened here
+        self.meta_blob = bytes(meta) if isinstance(meta, SerializedMeta) else serialization.dumps_plain(meta)
         self.env_blob = pickle.dumps(options.runtime_env or {})
         self.scope = None
         self.unfinished = {}  # caller (a worker handle; None: the driver) -> its unfinished calls

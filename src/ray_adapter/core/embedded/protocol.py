@@ -33,13 +33,14 @@ Pipelined tasks: the driver may send a task worker its next :class:`RunTask` whi
 (both under the same lease); the worker runs them in order. A :class:`Cancel` of one still
 queued there is answered at once (its TaskDone, cancelled); :class:`Release` takes one back.
 """
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import msgspec
 
+from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 7
+VERSION = 8
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -274,10 +275,33 @@ class TaskOptionsWire(msgspec.Struct, array_like=True, gc=False):
     max_retries: int
     max_calls: int
     retry_exceptions: bytes  # task_support.retry_blob's form (b"": none); the driver never opens it
-    runtime_env: bytes       # pickled dict or b""
-    scheduling: bytes = b""  # pickled core.scheduling.Placement or b"" (default)
+    runtime_env: Optional[Dict[str, Any]] = None  # JSON-like, as Ray's (None: the submitter's)
+    scheduling: Optional[Placement] = None        # None: the default
     generator: str = ""      # "streaming" or ""
     backpressure: int = -1
+
+
+class ActorOptionsWire(msgspec.Struct, array_like=True, gc=False, kw_only=True):
+    """``interface.ActorOptions`` of an actor a worker creates, field for field; the handle
+    metadata (method names and options, which may name the user's classes) is the creator's
+    pickle, passed on unopened to the actor's worker and to whoever rebuilds a handle."""
+
+    class_name: str
+    resources: Dict[str, float]
+    max_restarts: int
+    max_task_retries: int
+    max_concurrency: Optional[int]
+    is_async: bool
+    name: Optional[str]
+    namespace: Optional[str]
+    get_if_exists: bool
+    detached: bool
+    runtime_env: Optional[Dict[str, Any]]
+    scheduling: Optional[Placement]
+    handle_meta: bytes
+    concurrency_groups: Dict[str, int]
+    max_pending_calls: int
+    generator_backpressure: int
 
 
 class SubmitTaskReq(_Msg):
@@ -294,7 +318,7 @@ class CreateActorReq(_Msg):
     key: bytes
     args: Payload
     deps: List[bytes]
-    options: bytes  # pickled ActorOptions (handle metadata is opaque to the core)
+    options: ActorOptionsWire
 
 
 class CallActorReq(_Msg):

@@ -14,7 +14,7 @@ from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.task_support import SerializedRetry
-from ray_adapter.core.interface import TaskOptions
+from ray_adapter.core.interface import ActorOptions, SerializedMeta, TaskOptions
 
 #: How the driver answers each query message (``protocol.QUERIES``): the backend call it makes
 #: with the message's fields (``rt`` the backend, ``m`` the message; ``buffers`` the frame's).
@@ -68,8 +68,7 @@ class DriverService:
             name=o.name, num_returns=o.num_returns, resources=o.resources, max_retries=o.max_retries,
             max_calls=o.max_calls,
             retry_exceptions=SerializedRetry(o.retry_exceptions) if o.retry_exceptions else False,
-            runtime_env=pickle.loads(o.runtime_env) if o.runtime_env else None,
-            scheduling=pickle.loads(o.scheduling) if o.scheduling else None,
+            runtime_env=o.runtime_env, scheduling=o.scheduling,
             generator=o.generator or None, generator_backpressure=o.backpressure)
         args = from_payload(message.args, buffers)
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
@@ -77,7 +76,14 @@ class DriverService:
 
     def on_create_actor(self, worker, message, buffers):
         args = from_payload(message.args, buffers)
-        options = pickle.loads(message.options)
+        o = message.options
+        options = ActorOptions(
+            class_name=o.class_name, resources=o.resources, max_restarts=o.max_restarts,
+            max_task_retries=o.max_task_retries, max_concurrency=o.max_concurrency,
+            is_async=o.is_async, name=o.name, namespace=o.namespace, get_if_exists=o.get_if_exists,
+            detached=o.detached, runtime_env=o.runtime_env, scheduling=o.scheduling,
+            handle_meta=SerializedMeta(o.handle_meta), concurrency_groups=o.concurrency_groups,
+            max_pending_calls=o.max_pending_calls, generator_backpressure=o.generator_backpressure)
         self._answer(worker, message.req_id, self.rt.create_serialized, message.key, args,
                      message.deps, options, worker.spec)
 

@@ -19,7 +19,6 @@ always reach the driver in the order they were decided.
 import contextvars
 import itertools
 import os
-import pickle
 import queue
 import threading
 
@@ -264,10 +263,8 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
         ser = serialize_args(args, kwargs)
         wire = protocol.TaskOptionsWire(
             options.name, options.num_returns, dict(options.resources), options.max_retries,
-            options.max_calls, retry_blob(options.retry_exceptions),
-            pickle.dumps(options.runtime_env) if options.runtime_env else b"",
-            pickle.dumps(options.scheduling) if options.scheduling is not None else b"",
-            options.generator or "", options.generator_backpressure)
+            options.max_calls, retry_blob(options.retry_exceptions), options.runtime_env or None,
+            options.scheduling, options.generator or "", options.generator_backpressure)
 
         parent = current_call.get()[0] or b""  # the call this thread runs (a recursive cancel)
 
@@ -284,12 +281,21 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
     def create_actor(self, cls, class_key, args, kwargs, options):
         self._ship(class_key, cls)
         ser = serialize_args(args, kwargs)
-        blob = serialization.dumps_plain(options)  # classes defined in __main__ travel by value
+        o = options
+        wire = protocol.ActorOptionsWire(
+            class_name=o.class_name, resources=dict(o.resources), max_restarts=o.max_restarts,
+            max_task_retries=o.max_task_retries, max_concurrency=o.max_concurrency,
+            is_async=o.is_async, name=o.name, namespace=o.namespace, get_if_exists=o.get_if_exists,
+            detached=o.detached, runtime_env=o.runtime_env or None, scheduling=o.scheduling,
+            # cloudpickled: method options may name classes defined in __main__ (by value)
+            handle_meta=serialization.dumps_plain(o.handle_meta),
+            concurrency_groups=dict(o.concurrency_groups or {}), max_pending_calls=o.max_pending_calls,
+            generator_backpressure=o.generator_backpressure)
 
         def build(rid):
             buffers = []
             return protocol.CreateActorReq(rid, class_key, to_payload(ser, buffers),
-                                           self._deps(args, kwargs), blob), buffers
+                                           self._deps(args, kwargs), wire), buffers
 
         return self._request(build)
 
