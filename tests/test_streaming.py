@@ -353,3 +353,61 @@ def test_consumed_items_are_freed(ray):
     gc.collect()
     backend.flush_releases()
     assert len(backend.objects) <= before
+
+
+class _FakeStream:
+    """A core worker's stream calls, scripted: ``items`` the refs ``try_read`` hands out in
+    turn (None: not there yet), then the end of the stream."""
+
+    def __init__(self, ray, items):
+        self.ray, self.items, self.peeked, self.deleted = ray, list(items), [], 0
+
+    def try_read_next_object_ref_stream(self, generator_ref):
+        if not self.items:
+            raise self.ray.exceptions.ObjectRefStreamEndOfStreamError("")
+        item = self.items.pop(0)
+        return self.ray.ObjectRef.nil() if item is None else item
+
+    def peek_object_ref_stream(self, generator_ref):
+        ref = self.ray.ObjectRef.from_random()
+        self.peeked.append(ref)
+        return ref, False
+
+    def async_delete_object_ref_stream(self, generator_ref):
+        self.deleted += 1
+
+
+def test_the_generator_reads_through_its_workers_core_worker_as_rays_does(ray_module, monkeypatch):
+    """ObjectRefGenerator(ref, worker) takes its items from ``worker.core_worker`` and waits
+    with the public ``ray.wait`` / ``ray.get`` (Ray's own tests drive it so, with a mocked core
+    worker): not there -> peek, wait, nil on a timeout; there -> that ref; end of stream ->
+    ``ray.get`` of the completion decides: StopIteration, or the completion ref once if the
+    task failed."""
+    ray = ray_module
+    first, second = ray.ObjectRef.from_random(), ray.ObjectRef.from_random()
+    stream = _FakeStream(ray, [None, first, None, second])
+    worker = type("Worker", (), {"core_worker": stream})()
+    completion = ray.ObjectRef.from_random()
+    generator = ray.ObjectRefGenerator(completion, worker)
+    waits = []
+    monkeypatch.setattr(ray, "wait", lambda refs, **kw: (waits.append((refs, kw)) or ([], refs)))
+    assert generator._next_sync(timeout_s=0).is_nil()  # not there: peeked, waited, nothing
+    assert waits == [([stream.peeked[0]], {"timeout": 0, "fetch_local": False})]
+    assert generator._next_sync(timeout_s=0) == first  # there: no wait
+    monkeypatch.setattr(ray, "wait", lambda refs, **kw: (refs, []))
+    assert generator._next_sync(timeout_s=5) == second  # waited until it came
+    monkeypatch.setattr(ray, "get", lambda ref, timeout=None: None)
+    with pytest.raises(StopIteration):
+        generator._next_sync()
+    failed = ray.ObjectRefGenerator(completion, type("Worker", (), {"core_worker": _FakeStream(ray, [])})())
+
+    def task_failed(ref, timeout=None):
+        raise ray.exceptions.WorkerCrashedError()
+
+    monkeypatch.setattr(ray, "get", task_failed)
+    assert failed._next_sync() == completion  # the failure is the last item
+    with pytest.raises(StopIteration):
+        failed._next_sync()
+    del generator
+    gc.collect()
+    assert stream.deleted == 1  # dropping it tells the core worker

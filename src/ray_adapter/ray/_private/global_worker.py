@@ -48,8 +48,54 @@ class _Node:
 
 
 class _CoreWorker:
-    """``global_worker.core_worker``: the one query of Ray's core worker that tests and
-    libraries make of it, :meth:`object_exists`."""
+    """``global_worker.core_worker``: what tests, libraries and the streaming generator ask
+    of Ray's core worker: :meth:`object_exists` and a stream's calls
+    (:meth:`try_read_next_object_ref_stream`, :meth:`peek_object_ref_stream`,
+    :meth:`async_delete_object_ref_stream`). Stateless: each call goes to the core that made
+    the ref."""
+
+    @staticmethod
+    def _core_of(ref):
+        return ref._core if ref._core is not None else _ensure_core()
+
+    def try_read_next_object_ref_stream(self, generator_ref):
+        """The ObjectRef of the stream's next item if it is there now, taken (the caller owns
+        it; a producer paused by backpressure goes on); the nil ref if not yet. Raises
+        ``ObjectRefStreamEndOfStreamError`` once the stream ended with every item taken."""
+        from ray_adapter.ray._private.core_access import translated
+        from ray_adapter.ray._raylet import ObjectRef
+        from ray_adapter.ray.exceptions import GetTimeoutError, ObjectRefStreamEndOfStreamError
+
+        core = self._core_of(generator_ref)
+        try:
+            with translated:
+                taken = core.stream_next(generator_ref._id, 0)
+        except GetTimeoutError:
+            return ObjectRef.nil()
+        if taken is None:
+            raise ObjectRefStreamEndOfStreamError("")
+        return ObjectRef(taken, core, _add_ref=False)  # the take passed its reference
+
+    def peek_object_ref_stream(self, generator_ref):
+        """``(ref, is_ready)``: a ref that is ready once the stream's next item exists (for
+        ``ray.wait``; it holds no reference) and whether it is ready now (also True once the
+        stream ended). Takes nothing."""
+        from ray_adapter.ray._private.core_access import translated
+        from ray_adapter.ray._raylet import ObjectRef
+
+        core = self._core_of(generator_ref)
+        with translated:
+            peek, finished = core.stream_peek(generator_ref._id)
+            if finished:
+                return ObjectRef(peek), True
+            ready, _ = core.wait([peek], 1, 0)
+        return ObjectRef(peek), bool(ready)
+
+    def async_delete_object_ref_stream(self, generator_ref):
+        """The consumer dropped the stream (its untaken items are freed); safe in finalizers."""
+        core = generator_ref._core
+        if core is not None:
+            core.stream_close(generator_ref._id)
 
     def object_exists(self, object_ref, memory_store_only=False):
         """True once ``object_ref``'s object is stored and readable here without waiting

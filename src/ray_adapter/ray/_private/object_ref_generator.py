@@ -10,9 +10,16 @@ cancellation) arrives as the :meth:`~ObjectRefGenerator.completed` ref, then the
 stops.
 """
 import asyncio
+import sys
 
 from ray_adapter.ray._private.core_access import core as _core, translated
 from ray_adapter.ray._raylet import ObjectRef
+
+
+def _ray():
+    """The ``ray`` module: the generator calls the public ``ray.wait`` / ``ray.get``, as
+    Ray's does (programs and Ray's own tests patch them). Loaded by then: it imports this."""
+    return sys.modules["ray_adapter.ray"]
 
 
 class ObjectRefGenerator:
@@ -23,6 +30,11 @@ class ObjectRefGenerator:
     ``TypeError`` too). Create it with ``.remote()``, never directly."""
 
     def __init__(self, generator_ref, worker=None):
+        """``worker``: whose ``core_worker`` reads the stream (Ray's global worker by default;
+        its ``try_read_next_object_ref_stream`` / ``peek_object_ref_stream`` /
+        ``async_delete_object_ref_stream``, as Ray's generator uses them)."""
+        if worker is None:
+            from ray_adapter.ray._private.global_worker import global_worker as worker
         self._generator_ref = generator_ref
         self._generator_task_raised = False
         self.worker = worker
@@ -107,8 +119,7 @@ class ObjectRefGenerator:
         from ray_adapter.ray.exceptions import GetTimeoutError
 
         try:
-            with translated:
-                self._core.get([self._generator_ref._id], timeout)
+            _ray().get(self._generator_ref, timeout=timeout)
         except GetTimeoutError:
             return ObjectRef.nil()
         except Exception:  # noqa: BLE001 - the failure is the last item, as in Ray
@@ -118,21 +129,33 @@ class ObjectRefGenerator:
 
     def _next_sync(self, timeout_s=None):
         """The next ref, waiting up to ``timeout_s`` seconds (None or -1: forever); a nil ref
-        if none is ready in time; raises StopIteration at the end."""
+        if none is ready in time; raises StopIteration at the end.
+
+        Ray's steps over the core worker's stream calls: read the next item if it is there
+        (one call when it is: the common case), else peek its ref, ``ray.wait`` for it, and
+        read it; at the end of the stream, ``ray.get`` of the completion ref tells a failed
+        task (its error is the last item) from a finished one."""
+        from ray_adapter.ray.exceptions import ObjectRefStreamEndOfStreamError
+
         if self._generator_task_raised:
             raise StopIteration
         timeout = None if timeout_s is None or timeout_s < 0 else timeout_s
+        core_worker = self.worker.core_worker
+        generator_ref = self._generator_ref
         try:
-            taken = self._take(timeout)
-        except Exception as exc:  # noqa: BLE001
-            from ray_adapter.ray.exceptions import GetTimeoutError
-
-            if isinstance(exc, GetTimeoutError):
-                return ObjectRef.nil()
-            raise
-        if taken is None:
+            ref = core_worker.try_read_next_object_ref_stream(generator_ref)
+            if ref is None or ref.is_nil():  # not there yet
+                ref, is_ready = core_worker.peek_object_ref_stream(generator_ref)
+                if not is_ready:
+                    ready, _ = _ray().wait([ref], timeout=timeout, fetch_local=False)
+                    if not ready:
+                        return ObjectRef.nil()
+                ref = core_worker.try_read_next_object_ref_stream(generator_ref)
+                if ref is None:
+                    ref = ObjectRef.nil()
+        except ObjectRefStreamEndOfStreamError:
             return self._end_of_stream(StopIteration, timeout)
-        return ObjectRef(taken, self._core, _add_ref=False)  # the take passed its reference
+        return ref
 
     async def _next_async(self, timeout_s=None):
         if self._generator_task_raised:
@@ -160,11 +183,11 @@ class ObjectRefGenerator:
 
     # -- lifetime ----------------------------------------------------------------------------
     def __del__(self):
-        core = getattr(self, "_core", None)
-        if core is not None:
+        worker = getattr(self, "worker", None)
+        if worker is not None:
             try:
-                core.stream_close(self._generator_ref._id)
-            except Exception:  # noqa: BLE001 - interpreter shutdown
+                worker.core_worker.async_delete_object_ref_stream(self._generator_ref)
+            except Exception:  # noqa: BLE001 - interpreter shutdown, or no runtime any more
                 pass
 
     def __getstate__(self):
