@@ -150,8 +150,10 @@ class ActorCallsMixin:
                     if call.deps else []
                 actor.inflight[call.task_id] = call
                 worker.enqueue(protocol.CallActor(
-                    call.task_id, call.method, args, deps, 1 if call.streaming else (call.num_returns or 1),
-                    call.name, call.group, call.streaming, call.backpressure, call.retry_blob), buffers)
+                    task_id=call.task_id, method=call.method, args=args, deps=deps,
+                    num_returns=1 if call.streaming else (call.num_returns or 1), name=call.name,
+                    group=call.group, streaming=call.streaming, backpressure=call.backpressure,
+                    retry_exceptions=call.retry_blob), buffers)
                 rt.events.running(call.task_id, worker)
                 if call.streaming:
                     sent_streams.append(call.task_id)

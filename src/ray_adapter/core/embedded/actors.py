@@ -153,11 +153,13 @@ class ActorManager(ActorCallsMixin):
         env.update(device_env(grant.devices))
         o = actor.options
         message = protocol.CreateActor(
-            actor.actor_id, actor.key, args, deps, o.name, o.class_name, o.is_async,
-            o.max_concurrency, actor.num_restarts, env, grant.amounts(),
-            list(grant.devices.get("GPU", ())), actor.meta_blob, actor.env_blob,
-            assignment(grant, o.scheduling), dict(o.concurrency_groups or {}),
-            o.generator_backpressure)
+            actor_id=actor.actor_id, key=actor.key, args=args, deps=deps, name=o.name,
+            class_name=o.class_name, is_async=o.is_async, max_concurrency=o.max_concurrency,
+            restart_count=actor.num_restarts, env=env, resources=grant.amounts(),
+            gpu_ids=list(grant.devices.get("GPU", ())), handle_meta=actor.meta_blob,
+            runtime_env=actor.env_blob, assignment=assignment(grant, o.scheduling),
+            concurrency_groups=dict(o.concurrency_groups or {}),
+            backpressure=o.generator_backpressure)
         with self._lock:
             dead = actor.state is ActorState.DEAD
             # A new worker that already ended (its exit handler found no actor): failed here.

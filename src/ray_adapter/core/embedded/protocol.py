@@ -102,7 +102,7 @@ class Function(_Msg):
     blob: bytes
 
 
-class RunTask(_Msg):
+class RunTask(_Msg, kw_only=True):
     task_id: bytes
     key: bytes
     args: Payload
@@ -112,13 +112,13 @@ class RunTask(_Msg):
     env: Dict[str, str]
     resources: Dict[str, float]
     gpu_ids: List[int]
-    retry_exceptions: bytes = b""  # pickled False / True / tuple of classes; b"": none
+    retry_exceptions: bytes = b""  # task_support.retry_blob's form (b"": none)
     assignment: Optional[Assignment] = None
     streaming: bool = False        # the function's generator streams its items (StreamItem)
     backpressure: int = -1         # streaming: unconsumed items before the generator pauses
 
 
-class CreateActor(_Msg):
+class CreateActor(_Msg, kw_only=True):
     actor_id: bytes
     key: bytes
     args: Payload
@@ -138,7 +138,7 @@ class CreateActor(_Msg):
     backpressure: int = -1  # unconsumed stream items of all calls before they pause
 
 
-class CallActor(_Msg):
+class CallActor(_Msg, kw_only=True):
     task_id: bytes
     method: str
     args: Payload

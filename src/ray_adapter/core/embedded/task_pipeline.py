@@ -59,12 +59,12 @@ class TaskPipelineMixin:
         if grant.devices:
             env = dict(env, **device_env(grant.devices))
         message = protocol.RunTask(
-            record.task_id, record.key, args, deps,
-            1 if record.streaming else (record.options.num_returns or 1),
-            record.options.name, env, record.shape.amounts,
-            list(grant.devices.get("GPU", ())), record.retry_blob,
-            assignment(grant, record.options.scheduling), record.streaming,
-            record.options.generator_backpressure)
+            task_id=record.task_id, key=record.key, args=args, deps=deps,
+            num_returns=1 if record.streaming else (record.options.num_returns or 1),
+            name=record.options.name, env=env, resources=record.shape.amounts,
+            gpu_ids=list(grant.devices.get("GPU", ())), retry_exceptions=record.retry_blob,
+            assignment=assignment(grant, record.options.scheduling), streaming=record.streaming,
+            backpressure=record.options.generator_backpressure)
         return message, buffers
 
     @staticmethod
