@@ -136,12 +136,12 @@ class ActorManager(ActorCallsMixin):
     def on_grant(self, actor, grant):
         rt = self.rt
         if actor.state is ActorState.DEAD:
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             return
         try:
             worker = rt.pool.take(grant.node, rt.envs.spec_of(actor.options.runtime_env))
         except Exception as exc:  # no process could be started
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED,
                                              actor.options.class_name, detail=repr(exc)))
             return
@@ -172,10 +172,10 @@ class ActorManager(ActorCallsMixin):
                 worker.enqueue(message, buffers)
         if dead:
             rt.pool.put_back(worker)
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             return
         if gone:
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             self.die(actor, self._boot_death(actor, worker))
             return
         rt.events.running(creation_task_id(actor.actor_id), worker)
@@ -254,7 +254,7 @@ class ActorManager(ActorCallsMixin):
         if crashed:
             notice_worker_died(worker.pid, code)
         if grant is not None:
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
         for call, err in fail:
             self._finish_call(call, [rt.error_data(err)], True)
         if death is not None:
@@ -310,7 +310,7 @@ class ActorManager(ActorCallsMixin):
         for call in calls:
             self._finish_call(call, [data], True)
         if grant is not None:
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
         if worker is not None and retire:
             rt.pool.retire(worker)
         return worker

@@ -285,9 +285,16 @@ class Scheduler(TopologyMixin):
         if self.spare is not None:
             self.spare()
 
+    def release_and_start(self, grant):
+        """Return ``grant``'s resources and start what they make possible (:meth:`release`
+        then :meth:`run`: call outside any lock). Every caller that only gives a grant back
+        uses this: the grants a release makes cannot be forgotten."""
+        self.run(self.release(grant))
+
     def release(self, grant):
         """Return ``grant``'s resources (less any lent part); returns the new grants
-        ``[(demand, grant)]`` this made possible."""
+        ``[(demand, grant)]`` this made possible, for :meth:`run` (prefer
+        :meth:`release_and_start`)."""
         with self._lock:
             units = grant.pool_units()
             if grant.lent:

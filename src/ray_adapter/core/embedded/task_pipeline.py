@@ -200,7 +200,7 @@ class TaskPipelineMixin:
             self._lease_passed(worker, follower, grant)
         elif grant is not None:
             rt.pool.put_back(worker)
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
         if cancelled:
             self._finish_cancelled(record)
         else:

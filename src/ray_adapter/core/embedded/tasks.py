@@ -146,14 +146,14 @@ class TaskManager(TaskPipelineMixin):
             if ok:
                 record.state = TaskState.STARTING
         if not ok:
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             if record.cancelled:
                 self._finish_cancelled(record)
             return
         try:
             worker = rt.pool.take(grant.node, rt.envs.spec_of(record.options.runtime_env))
         except Exception as exc:  # no process could be started (EMFILE, bad environment...)
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
                 record.options.name, errors.WorkerDeath.SPAWN_FAILED, detail=repr(exc)))], True)
             return
@@ -171,11 +171,11 @@ class TaskManager(TaskPipelineMixin):
                 worker.enqueue(message, buffers)
         if cancelled:
             rt.pool.put_back(worker)
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             self._finish_cancelled(record)
             return
         if gone:
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
             error = (errors.EnvSetupFailed(worker.boot_failure) if worker.boot_failure is not None
                      else errors.WorkerDied(record.options.name, errors.WorkerDeath.SPAWN_FAILED,
                                             detail="its new worker process ended at start"))
@@ -227,7 +227,7 @@ class TaskManager(TaskPipelineMixin):
                 rt.pool.retire(worker)  # max_calls reached: a fresh worker replaces it
             else:
                 rt.pool.put_back(worker)
-            rt.scheduler.run(rt.scheduler.release(grant))
+            rt.scheduler.release_and_start(grant)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
         if retry:
             rt.notice_retry(record.options.name, left, datas[0])
@@ -262,7 +262,7 @@ class TaskManager(TaskPipelineMixin):
                 outcome = "retry"
             else:
                 outcome = "died"
-        rt.scheduler.run(rt.scheduler.release(grant))
+        rt.scheduler.release_and_start(grant)
         code = worker.proc.returncode
         if outcome not in ("cancelled", "evicted", "setup"):
             notice_worker_died(worker.pid, code)

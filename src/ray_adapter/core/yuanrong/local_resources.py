@@ -116,7 +116,7 @@ class LocalResources:
         if waiting:
             self.abort(key, errors.CoreError(f"{key.hex()} ended before it was scheduled"))
         if grant is not None:
-            self.scheduler.run(self.scheduler.release(grant))
+            self.scheduler.release_and_start(grant)
 
     def abort(self, key, error):
         """Fail ``key``'s waiting request with ``error``; True if one was waiting."""
@@ -158,7 +158,7 @@ class LocalResources:
                 self._held[waiter.key] = grant
                 waiter.grant = grant
         if not live:  # aborted while the grant was on its way: give it back
-            self.scheduler.run(self.scheduler.release(grant))
+            self.scheduler.release_and_start(grant)
             return
         self._settle(waiter)
 
