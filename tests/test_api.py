@@ -979,3 +979,19 @@ def test_get_task_function_name_is_module_qualified_as_in_ray(ray, caplog):
     assert ray.get(Async.remote().method.remote()) == (
         f"{__name__}.test_get_task_function_name_is_module_qualified_as_in_ray.<locals>.Async.method")
     assert ray.get_runtime_context().get_task_function_name() is None
+
+
+def test_ray_override_resources_sets_the_nodes_resources_as_in_ray():
+    """``RAY_OVERRIDE_RESOURCES`` (JSON) overrides what ray.init asks for, as Ray applies it
+    when it starts a node: CPU/GPU/memory replace the arguments, other keys merge over
+    ``resources`` (with Ray's warning where one changes). NeMo-RL's tests size clusters so."""
+    from conftest import run_code
+
+    code = ("import ray\n"
+            "ray.init(num_cpus=1, resources={'foo': 1})\n"
+            "r = ray.cluster_resources()\n"
+            "print(r['CPU'], r['GPU'], r['foo'])\n")
+    out = run_code(code, env={"RAY_OVERRIDE_RESOURCES": '{"CPU": 4, "GPU": 1, "foo": 2}'}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["4.0", "1.0", "2.0"]
+    assert "Autoscaler is overriding your resource: foo: 1 with 2." in out.stderr

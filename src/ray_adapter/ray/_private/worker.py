@@ -69,6 +69,32 @@ def __getattr__(name):
     raise AttributeError(f"module 'ray._private.worker' has no attribute {name!r}")
 
 
+def _override_resources(num_cpus, num_gpus, memory, object_store_memory, resources):
+    """The node's resources after ``RAY_OVERRIDE_RESOURCES`` (a JSON dict), as Ray applies
+    it when it starts a node: its ``CPU`` / ``GPU`` / ``memory`` / ``object_store_memory``
+    replace those arguments, its other keys are merged over ``resources`` (winning, with
+    Ray's warning when they change a given value). Raises the JSON error for a bad value."""
+    import json
+
+    text = os.environ.get("RAY_OVERRIDE_RESOURCES")
+    if not text:
+        return num_cpus, num_gpus, memory, object_store_memory, resources
+    try:
+        env = dict(json.loads(text))
+    except Exception:
+        logger.exception(f"Failed to load {text}")
+        raise
+    merged = dict(resources or {})
+    for key, value in env.items():
+        if key in ("CPU", "GPU", "memory", "object_store_memory"):
+            continue
+        if key in merged and merged[key] != value:
+            logger.warning(f"Autoscaler is overriding your resource: {key}: {merged[key]} with {value}.")
+        merged[key] = value
+    return (env.get("CPU", num_cpus), env.get("GPU", num_gpus), env.get("memory", memory),
+            env.get("object_store_memory", object_store_memory), merged)
+
+
 def is_initialized():
     """``ray.is_initialized()``: True after ``ray.init()`` in the driver, always in workers."""
     return _core.is_started()
@@ -129,8 +155,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise TypeError("runtime_env must be a dict or a ray.runtime_env.RuntimeEnv.")
         _log_setup.configure_at_init(configure_logging, logging_level, logging_format)
+        num_cpus, num_gpus, memory, object_store_memory, resources = _override_resources(
+            num_cpus, num_gpus, kwargs.get("_memory"), object_store_memory, resources)
         opts = InitOptions(
-            num_cpus=num_cpus, num_gpus=num_gpus, memory=kwargs.get("_memory"),
+            num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
             object_store_memory=object_store_memory, resources=dict(resources or {}),
             namespace=namespace, runtime_env=_job_env(runtime_env),
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
