@@ -486,3 +486,31 @@ def test_a_job_py_executable_starts_every_worker_with_it(ray_module, tmp_path):
     assert ray.get(Where.remote().where.remote(), timeout=60) == "1"
     assert ray.get(where.options(runtime_env={"env_vars": {"X": "1"}}).remote(), timeout=60) == "1"
     assert log.read_text().count("default_worker.py") >= 2
+
+
+def test_a_task_env_must_be_json_and_its_env_vars_strings_as_in_ray(ray):
+    """Ray serializes a task's or actor's env to JSON: a value JSON cannot hold raises json's
+    TypeError at .remote() (a plugin key's too), and env_vars name the offending value."""
+    @ray.remote
+    def f():
+        return 1
+
+    class Obj:
+        pass
+
+    for bad, name in ((b"ab", "bytes"), (Obj(), "Obj")):
+        with pytest.raises(TypeError, match=f"Object of type {name} is not JSON serializable"):
+            f.options(runtime_env={"my_plugin": bad}).remote()
+    with pytest.raises(TypeError, match=r"but the value 1 is of type <class 'int'>"):
+        f.options(runtime_env={"env_vars": {"FOO": 1}})
+
+
+def test_metadata_is_no_option_of_ray_2_60(ray):
+    @ray.remote
+    def f():
+        return 1
+
+    with pytest.raises(ValueError, match="Invalid option keyword _metadata for remote functions"):
+        f.options(_metadata={"a": 1})
+    with pytest.raises(ValueError, match="Invalid option keyword _metadata for actors"):
+        ray.remote(_metadata={"a": 1})(type("C", (), {}))

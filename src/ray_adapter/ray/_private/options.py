@@ -207,9 +207,10 @@ def _check_value(key, value):
         if not isinstance(value, dict):
             raise TypeError(f"runtime_env must be a dict or a ray.runtime_env.RuntimeEnv, got {type(value).__name__}.")
         env_vars = value.get("env_vars")
-        if env_vars is not None and not (isinstance(env_vars, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items())):
-            raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str]")
+        if env_vars is not None:
+            from ray_adapter.ray._private.runtime_env.validation import check_field
+
+            check_field("env_vars", env_vars)  # Ray's TypeError, naming the key or value
         pip = value.get("pip")  # its type is checked before it is found unsupported, as in Ray
         if pip is not None and not (isinstance(pip, (str, dict)) or (
                 isinstance(pip, list) and all(isinstance(dep, str) for dep in pip))):

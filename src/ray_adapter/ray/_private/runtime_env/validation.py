@@ -247,8 +247,13 @@ def for_job(runtime_env):
 
 
 def for_task(runtime_env):
-    """The core's env for a task's or actor's ``runtime_env`` option (None when empty)."""
+    """The core's env for a task's or actor's ``runtime_env`` option (None when empty).
+    Raises TypeError for a value JSON cannot hold (Ray serializes a task's env to JSON)."""
     env = _clean(runtime_env)
+    try:
+        json.dumps(env)
+    except TypeError as exc:  # json's own words, as Ray's
+        raise TypeError(str(exc)) from None
     hook = env.get("worker_process_setup_hook")
     if hook is not None and not isinstance(hook, str):
         # Ray serializes a task's env to JSON; only ray.init exports a setup hook function.
