@@ -307,6 +307,9 @@ def test_an_actor_method_error_names_the_actor_by_id_and_repr(ray):
         def fail(self):
             raise KeyError("k")
 
+        def take(self, value):
+            return value
+
     @ray.remote
     class Plain:
         def fail(self):
@@ -317,6 +320,17 @@ def test_an_actor_method_error_names_the_actor_by_id_and_repr(ray):
         ray.get(shown.fail.remote())
     header = str(info.value).splitlines()[0]
     assert header.startswith("\x1b[36mray::Shown.fail()\x1b[39m (pid=")
+    assert header.endswith(f", actor_id={shown._actor_id.hex()}, repr=Shown(rank=3))")
+
+    @ray.remote
+    def bad():
+        raise ValueError("no")
+
+    # A call whose argument failed fails in the actor too, as Ray's: same header
+    with pytest.raises(ValueError) as info:
+        ray.get(shown.take.remote(bad.remote()))
+    header = str(info.value).splitlines()[0]
+    assert header.startswith("\x1b[36mray::Shown.take()\x1b[39m (pid=")
     assert header.endswith(f", actor_id={shown._actor_id.hex()}, repr=Shown(rank=3))")
     with pytest.raises(KeyError) as info:
         ray.get(plain.fail.remote())

@@ -22,8 +22,6 @@ from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actor_records import ActorState, CallRecord
 from ray_adapter.core.embedded.protocol import Dep, to_payload
-from ray_adapter.core.embedded.results import argument_failure_data
-from ray_adapter.core.execution import ActorLabel
 
 #: How long a call made while its actor restarts, and that may not be retried, waits for the
 #: restart before it fails with ActorUnavailable (seconds; Ray 2.60 takes 1.7-2 s here).
@@ -114,7 +112,6 @@ class ActorCallsMixin:
         """Send the queued calls whose arguments are ready, in order per caller (see the module
         notes): a call waiting for its arguments holds back its own caller's later calls."""
         rt = self.rt
-        failed_calls = []
         sent_streams = []
         wait_for = []
         with self._lock:
@@ -138,15 +135,12 @@ class ActorCallsMixin:
                         wait_for.append(call)
                     continue
                 call.waiting = False
-                failed = rt.objects.first_error(call.deps) if call.deps else None
-                if failed is not None:
-                    self._calls.pop(call.task_id, None)
-                    failed_calls.append((call, failed))
-                    continue
                 buffers = []
                 args = to_payload(call.args, buffers)
-                deps = [Dep(oid, to_payload(data, buffers))
-                        for oid, (data, _) in zip(call.deps, rt.objects.values(call.deps))] \
+                # A failed argument goes too, flagged: the call fails in the actor, as Ray's
+                # (its error quotes the argument's, with the actor's pid and repr).
+                deps = [Dep(oid, to_payload(data, buffers), is_error)
+                        for oid, (data, is_error) in zip(call.deps, rt.objects.values(call.deps))] \
                     if call.deps else []
                 actor.inflight[call.task_id] = call
                 worker.enqueue(protocol.CallActor(
@@ -162,10 +156,6 @@ class ActorCallsMixin:
         for task_id in sent_streams:
             rt.streams.attach(task_id, worker)
         worker.flush()
-        for call, failed in failed_calls:
-            label = ActorLabel(actor.actor_id, actor.options.class_name)
-            pid = worker.pid if worker is not None else None
-            self._finish_call(call, [argument_failure_data(failed, call.name, label, pid)], True)
         for call in wait_for:
             rt.objects.when_ready(call.deps, lambda ok, a=actor: ok and self._flush(a))
 

@@ -30,12 +30,14 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.embedded import protocol, streaming
 from ray_adapter.core.embedded.posts import flush_posted
-from ray_adapter.core.embedded.results import (Cancelled, cancelled_failure, flush_std,  # noqa: F401
+from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled,  # noqa: F401
+                                                cancelled_failure, flush_std,
                                                 from_generator_function, loads_plain, pack_error,
                                                 pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call, current_function
-from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env, construct,  # noqa: F401
-                                        construct_async, exit_status, function_descriptor, intended_exit, task_failure)
+from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,  # noqa: F401
+                                        argument_failure, construct, construct_async, exit_status,
+                                        function_descriptor, intended_exit, task_failure)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -262,6 +264,8 @@ class ActorHost:
             # the call itself reports the actor's death, as in Ray.
             w.exit_actor_after_call = True
             return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
+        if isinstance(exc, ArgumentFailed):  # as Ray: the call fails itself, in the actor
+            return pack_error(argument_failure(exc.inner, message.name, w.actor_label)), False
         retryable = should_retry(exc, message.retry_exceptions)
         return pack_error(task_failure(exc, message.name, w.actor_label)), retryable
 

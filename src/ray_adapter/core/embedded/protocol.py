@@ -40,7 +40,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 8
+VERSION = 9
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -59,10 +59,12 @@ class Payload(msgspec.Struct, array_like=True, gc=False):
 
 
 class Dep(msgspec.Struct, array_like=True, gc=False):
-    """A resolved top-level argument: object ``object_id`` and its value."""
+    """A resolved top-level argument: object ``object_id`` and its value; ``failed``: the
+    value is the argument's error (an actor call then fails itself, quoting it, in the actor)."""
 
     object_id: bytes
     value: Payload
+    failed: bool = False
 
 
 class _Msg(msgspec.Struct, array_like=True, tag=True, gc=False):

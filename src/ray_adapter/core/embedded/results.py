@@ -28,8 +28,21 @@ class Cancelled(BaseException):
     Exception`` blocks do not swallow it, as with Ray's KeyboardInterrupt-based cancel)."""
 
 
+class ArgumentFailed(Exception):
+    """Raised by :func:`resolve_args` for a call one of whose arguments failed: ``inner`` is
+    that argument's core error (the call answers with ``argument_failure``)."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.inner = inner
+
+
 def resolve_args(payload, deps, buffers):
-    """The call's ``(args, kwargs)``, top-level ref arguments replaced by their values."""
+    """The call's ``(args, kwargs)``, top-level ref arguments replaced by their values.
+    Raises :class:`ArgumentFailed` when one of them holds an error."""
+    for dep in deps or ():
+        if dep.failed:
+            raise ArgumentFailed(serialization.loads(from_payload(dep.value, buffers)))
     if not deps and payload.data == _NO_ARGS_DATA:
         return (), {}
     args, kwargs = serialization.loads(from_payload(payload, buffers))
