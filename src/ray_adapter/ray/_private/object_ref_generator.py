@@ -178,7 +178,7 @@ class ObjectRefGenerator:
                 await asyncio.wait_for(_quietly(done), timeout_s)
             except asyncio.TimeoutError:
                 return ObjectRef.nil()
-            return self._end_of_stream(StopAsyncIteration)
+            return self._end_of_stream(StopAsyncIteration, 0)  # done: never blocks the loop
         return ObjectRef(taken, self._core, _add_ref=False)
 
     # -- lifetime ----------------------------------------------------------------------------
