@@ -605,3 +605,34 @@ def test_a_call_of_another_concurrency_group_is_not_held_behind_a_full_window(ra
     refs = [actor.work.remote(i) for i in range(3 * CALL_WINDOW)]
     ray.get(actor.open.remote(), timeout=30)
     assert ray.get(refs, timeout=120) == list(range(3 * CALL_WINDOW))
+
+
+@pytest.mark.embedded_only("the window is the embedded driver's: yr keeps calls in its own queues")
+def test_calls_held_by_the_window_fail_with_the_crash_as_in_ray(ray):
+    """Ray sends every ready call to the actor at once: when the actor crashes, every call
+    submitted before (max_task_retries=0) fails with ActorUnavailableError, even those the
+    window still held in the driver; none runs on the restarted actor."""
+    from ray_adapter.core.embedded.actor_records import CALL_WINDOW
+
+    @ray.remote(max_restarts=1)
+    class Crashes:
+        def __init__(self):
+            self.n = 0
+
+        def inc(self, i):
+            self.n += 1
+            if i == 10 and self.n == 11:
+                os._exit(1)
+            return i
+
+    actor = Crashes.remote()
+    refs = [actor.inc.remote(i) for i in range(3 * CALL_WINDOW)]
+    outcomes = []
+    for ref in refs:
+        try:
+            outcomes.append(ray.get(ref, timeout=60))
+        except ray.exceptions.ActorUnavailableError:
+            outcomes.append("unavailable")
+    assert outcomes[:10] == list(range(10))
+    assert outcomes[10:] == ["unavailable"] * (3 * CALL_WINDOW - 10)
+    assert when_restarted(ray, lambda: actor.inc.remote(-1)) == -1  # the restart serves new calls

@@ -159,6 +159,20 @@ class ActorCallsMixin:
         for call in wait_for:
             rt.objects.when_ready(call.deps, lambda ok, a=actor: ok and self._flush(a))
 
+    def _sendable_locked(self, actor):
+        """(Under the lock.) The queued calls a flush would send were there no window, in
+        order: the ready ones of callers not held back by a call waiting for its arguments."""
+        objects = self.rt.objects
+        blocked, out = set(), []
+        for call in actor.pending:
+            if call.caller in blocked:
+                continue
+            if call.deps and not all(objects.ready_flags(call.deps)):
+                blocked.add(call.caller)
+                continue
+            out.append(call)
+        return out
+
     def on_call_done(self, worker, message, buffers):
         retry = False
         with self._lock:

@@ -233,7 +233,16 @@ class ActorManager(ActorCallsMixin):
                     restart = True
                     unavailable = errors.ActorUnavailable(actor.actor_id, worker.pid, code, actor.kill_restart)
                     actor.kill_restart = False
-                    for call in reversed(inflight):
+                    # Calls the window held back in the driver count as sent: Ray had sent
+                    # them, so they fail (or spend a retry) as the ones in flight do.
+                    held = self._sendable_locked(actor) if started else []
+                    if held:
+                        held_ids = {id(call) for call in held}
+                        kept = [call for call in actor.pending if id(call) not in held_ids]
+                        actor.pending.clear()
+                        for call in kept:
+                            actor.pending.append(call)
+                    for call in reversed(inflight + held):
                         if not started:
                             actor.pending.appendleft(call)
                         elif call.retries_left != 0:
@@ -243,6 +252,7 @@ class ActorManager(ActorCallsMixin):
                         else:
                             self._calls.pop(call.task_id, None)
                             fail.append((call, unavailable))
+                    fail.reverse()  # in submission order
                 elif not worker.node.alive:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.NODE_DIED,
                                              actor.options.class_name, pid=worker.pid,
