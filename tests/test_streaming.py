@@ -411,3 +411,23 @@ def test_the_generator_reads_through_its_workers_core_worker_as_rays_does(ray_mo
     del generator
     gc.collect()
     assert stream.deleted == 1  # dropping it tells the core worker
+
+
+def test_a_streamed_item_passed_to_a_task_is_resolved_as_any_argument(ray):
+    """yr-local crashed here (the item is the adapter's, not in yr's store): a good item is
+    the task's value, a failed one fails the task quoting it, as in Ray."""
+    @ray.remote
+    def gen():
+        yield 1
+        raise KeyError("item")
+
+    @ray.remote
+    def ident(x):
+        return x
+
+    stream = gen.remote()
+    good, bad = next(stream), next(stream)
+    assert ray.get(ident.remote(good), timeout=30) == 1
+    with pytest.raises(KeyError) as info:
+        ray.get(ident.remote(bad), timeout=30)
+    assert "At least one of the input arguments" in str(info.value)

@@ -59,6 +59,16 @@ def load_yr():
     return yr
 
 
+def _outcome_box(future):
+    """The Box of an object the adapter holds (its future: a stream item, a placement group's
+    ready object), waiting for it if it is not there yet (such an argument is rare: a
+    pending ``pg.ready()`` makes ``.remote()`` wait for the group)."""
+    try:
+        return future.result()
+    except errors.CoreError as exc:
+        return shell.Box(False, exc)
+
+
 class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMixin,
                       HoldersMixin, EnvsMixin, RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
@@ -246,13 +256,17 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         their top-level refs left as placeholders, and those refs' yr ObjectRefs, which yr
         waits for and resolves before the call runs (as Ray resolves top-level refs)."""
         refs = [a for a in args if type(a) is ArgRef] + [v for v in kwargs.values() if type(v) is ArgRef]
-        deps, dep_indexes = [], []
+        deps, dep_indexes, own = [], [], []
         with self._lock:
             for r in refs:
                 obj = self._obj(r.object_id)
                 obj.read = True  # the call takes its error, if it has one (and reports it)
+                if obj.ref is None:  # held by the adapter, not yr (a stream item, pg.ready())
+                    own.append((len(deps), obj.future))
                 deps.append(obj.ref)
                 dep_indexes.append(obj.index)
+        for i, future in own:  # into yr's store, so yr resolves it as any argument
+            deps[i], dep_indexes[i] = self.yr.put(_outcome_box(future)), None
         try:
             packed = shell.pack_args(args, kwargs)
         except Exception:  # noqa: BLE001 - as Ray: TypeError naming the argument
