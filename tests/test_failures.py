@@ -373,3 +373,48 @@ def test_retry_exceptions_naming_a_class_of_the_main_script(tmp_path, runtime):
     assert result.stdout == _RETRY_MAIN_RAY
     if runtime == "embedded":  # (the yuanrong backend prints no retry notices)
         assert "Task flaky failed. There are 2 retries remaining" in result.stderr
+
+
+def test_a_constructor_or_call_given_a_failed_or_cancelled_argument_fails_as_in_ray(ray):
+    """The actor's creation fails quoting its argument's error under Ray's
+    "ray::A.__init__() ... At least one of the input arguments ..." header; a call given a
+    cancelled task's result fails at once with RayTaskError(TaskCancelledError) (yr-local
+    handed the dependent the value the cancelled task still produced)."""
+    import time
+
+    @ray.remote
+    def bad():
+        raise ValueError("ctor arg")
+
+    @ray.remote
+    class Holder:
+        def __init__(self, value):
+            self.value = value
+
+        def get(self):
+            return self.value
+
+    holder = Holder.remote(bad.remote())
+    with pytest.raises(ray.exceptions.ActorDiedError) as info:
+        ray.get(holder.get.remote(), timeout=30)
+    text = str(info.value)
+    assert "error raised in its creation task, \x1b[36mray::Holder.__init__()\x1b[39m" in text
+    assert "At least one of the input arguments for this task could not be computed:" in text
+    assert "ValueError: ctor arg" in text
+
+    @ray.remote
+    def slow():
+        time.sleep(5)
+        return "done"
+
+    @ray.remote
+    def use(x):
+        return x
+
+    running = slow.remote()
+    time.sleep(0.5)
+    ray.cancel(running)
+    start = time.monotonic()
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(use.remote(running), timeout=30)
+    assert time.monotonic() - start < 4  # not after the cancelled task ran to its end

@@ -31,6 +31,7 @@ from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.scheduler import Demand
 from ray_adapter.core.embedded.task_support import assignment, device_env, notice_worker_died
+from ray_adapter.core.execution import ActorLabel, argument_failure
 
 
 def creation_task_id(actor_id):
@@ -93,10 +94,12 @@ class ActorManager(ActorCallsMixin):
             return
         rt = self.rt
         failed = rt.objects.first_error(actor.deps) if actor.deps else None
-        if failed is not None:
+        if failed is not None:  # as Ray: its constructor fails, quoting the argument's error
+            name = actor.options.class_name
             self.die(actor, errors.ActorDied(
-                actor.actor_id, errors.ActorDeath.ARGS_FAILED, actor.options.class_name,
-                creation_error=serialization.loads(failed)))
+                actor.actor_id, errors.ActorDeath.ARGS_FAILED, name,
+                creation_error=argument_failure(serialization.loads(failed), f"{name}.__init__",
+                                                ActorLabel(actor.actor_id, name))))
             return
         with self._lock:
             if actor.state is not ActorState.DEPENDENCIES_UNREADY:

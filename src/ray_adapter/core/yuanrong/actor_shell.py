@@ -104,6 +104,8 @@ class ActorShell:
         self._env_vars = {k: str(v) for k, v in (env_vars or {}).items()}
         hook_failure = setup_once(env_vars or {})  # runtime_env worker_process_setup_hook
         args, kwargs, failed = load_args(packed_args, dep_indexes, deps)
+        if failed is not None:  # as Ray: the constructor fails, quoting the argument's error
+            failed = Box(False, argument_failure(failed.value, f"{class_name}.__init__", self.label))
         if hook_failure is not None:
             failed = Box(False, errors.EnvSetupFailed(hook_failure))
         self._args = (args, kwargs)

@@ -38,7 +38,7 @@ from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _ex
 from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.holders import HoldersMixin
 from ray_adapter.core.yuanrong.local_resources import LocalResources
-from ray_adapter.core.yuanrong.objects import ObjectsMixin
+from ray_adapter.core.yuanrong.objects import ObjectsMixin, failed_future
 from ray_adapter.core.yuanrong.resource_groups import ResourceGroupsMixin
 from ray_adapter.core.yuanrong.streams import StreamsMixin
 
@@ -261,7 +261,10 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             for r in refs:
                 obj = self._obj(r.object_id)
                 obj.read = True  # the call takes its error, if it has one (and reports it)
-                if obj.ref is None:  # held by the adapter, not yr (a stream item, pg.ready())
+                # held by the adapter, not yr (a stream item, pg.ready()), or failed here (a
+                # cancel or kill fails our future while yr's ref may still get a value)
+                if obj.ref is None or (obj.future is not None and obj.future.done()
+                                       and failed_future(obj.future)):
                     own.append((len(deps), obj.future))
                 deps.append(obj.ref)
                 dep_indexes.append(obj.index)
