@@ -88,7 +88,8 @@ class ClusterStateMixin:
 
     def _object_states(self):
         """One record per object the driver's table holds (it owns every object): a sealed
-        one's task FINISHED / FAILED, a pending one's its producing task's state."""
+        one's task FINISHED (a failed one's too, as Ray reports it), a pending one's its
+        producing task's state as the owner sees it (SUBMITTED_TO_WORKER once it runs)."""
         objects = self.objects.snapshot()
         producing = {}
         if any(producer is not None for *_, producer in objects):
@@ -96,12 +97,14 @@ class ClusterStateMixin:
         head = self.scheduler.head
         out = []
         for oid, ready, is_error, nbytes, pinned, producer in objects:
-            if ready:
-                status = "FAILED" if is_error else "FINISHED"
-            else:
+            if ready:  # as Ray's owner reports it: FINISHED, also for a failed task's result
+                status = "FINISHED"
+            else:  # the producing task's state as its owner sees it: a running one was submitted
                 status = producing.get(producer.hex(), "PENDING_ARGS_AVAIL") if producer else "NIL"
+                if status == "RUNNING":
+                    status = "SUBMITTED_TO_WORKER"
             out.append({"object_id": oid.hex(), "object_size": nbytes, "task_status": status,
-                        "attempt_number": 0,
+                        "attempt_number": 1,
                         "reference_type": "PINNED_IN_MEMORY" if pinned else "LOCAL_REFERENCE",
                         "call_site": "disabled", "type": "DRIVER", "pid": self._pid, "ip": head.ip})
         return out

@@ -8,7 +8,6 @@ import socket
 
 from ray_adapter.core.interface import CallContext
 from ray_adapter.core.yuanrong import shell
-from ray_adapter.core.yuanrong.objects import failed_future
 
 
 class ClusterMixin:
@@ -156,11 +155,11 @@ class ClusterMixin:
         out = []
         for oid, future, name in objects:
             if future is not None and future.done():
-                status = "FAILED" if failed_future(future) else "FINISHED"
+                status = "FINISHED"  # a failed call's result too, as Ray reports it
             else:  # a put (no producing call) is stored at once
                 status = "SUBMITTED_TO_WORKER" if name else "FINISHED"
             out.append({"object_id": oid.hex(), "object_size": -1, "task_status": status,
-                        "attempt_number": 0, "reference_type": "LOCAL_REFERENCE",
+                        "attempt_number": 1, "reference_type": "LOCAL_REFERENCE",
                         "call_site": "disabled", "type": "DRIVER", "pid": os.getpid(),
                         "ip": self._node_ip()})
         return out

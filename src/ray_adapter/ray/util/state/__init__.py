@@ -127,8 +127,9 @@ def list_objects(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAUL
                  detail=False, raise_on_missing_output=True, _explain=False):
     """The objects the runtime holds, as :class:`ObjectState` records (mirrors Ray's
     ``list_objects``): ``object_id`` (hex), ``object_size`` (bytes of the stored value, -1
-    while pending or where the backend does not know it), ``task_status`` (FINISHED / FAILED
-    once sealed, a put included; the producing task's state while pending), ``reference_type``
+    while pending or where the backend does not know it), ``task_status`` (FINISHED once
+    sealed, a failed task's result and a put included; the producing task's state as its owner
+    sees it while pending: SUBMITTED_TO_WORKER once it runs), ``attempt_number`` 1, ``reference_type``
     (LOCAL_REFERENCE, PINNED_IN_MEMORY once a ref escaped into an untracked pickle), and the
     owner's ``type`` / ``pid`` / ``ip`` (the driver, which owns every object here; Ray lists
     one record per worker referencing an object). A freed object is not listed."""
