@@ -110,6 +110,9 @@ class _CoreWorker:
         return bool(ready)
 
 
+_CORE_WORKER = _CoreWorker()  # stateless: one serves every call (the generator asks per item)
+
+
 class _GlobalWorker:
     """``ray._private.worker.global_worker``: the attributes libraries read (``mode``,
     ``connected``, ``namespace``, ``current_job_id``, ``worker_id``, ``gcs_client.address``,
@@ -125,7 +128,7 @@ class _GlobalWorker:
     def core_worker(self):
         if not _core.is_started():
             raise AttributeError("'Worker' object has no attribute 'core_worker'")
-        return _CoreWorker()
+        return _CORE_WORKER
 
     @property
     def worker_id(self):

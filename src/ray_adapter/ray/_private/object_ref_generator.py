@@ -82,12 +82,9 @@ class ObjectRefGenerator:
         stream finished: see :meth:`is_finished`). Never blocks."""
         if self.is_finished():
             return False
-        with translated:
-            peek, finished = self._core.stream_peek(self._generator_ref._id)
-            if finished:  # what is left is the failed task's completion ref: ready
-                return True
-            ready, _ = self._core.wait([peek], 1, 0)
-        return bool(ready)
+        # Ready also once the stream ended: what is left is the failed task's completion ref.
+        _, ready = self.worker.core_worker.peek_object_ref_stream(self._generator_ref)
+        return ready
 
     def is_finished(self):
         """True once the generator finished and every item was taken (``next`` then raises
