@@ -611,22 +611,28 @@ def test_a_call_of_another_concurrency_group_is_not_held_behind_a_full_window(ra
 def test_calls_held_by_the_window_fail_with_the_crash_as_in_ray(ray):
     """Ray sends every ready call to the actor at once: when the actor crashes, every call
     submitted before (max_task_retries=0) fails with ActorUnavailableError, even those the
-    window still held in the driver; none runs on the restarted actor."""
+    window still held in the driver; none runs on the restarted actor. (Calls submitted after
+    the crash is known go to the restart, in Ray too: the crash waits until all are submitted.)"""
     from ray_adapter.core.embedded.actor_records import CALL_WINDOW
+    from ray_adapter.ray._common.test_utils import SignalActor
 
     @ray.remote(max_restarts=1)
     class Crashes:
-        def __init__(self):
+        def __init__(self, submitted):
             self.n = 0
+            self.submitted = submitted
 
         def inc(self, i):
             self.n += 1
             if i == 10 and self.n == 11:
+                ray.get(self.submitted.wait.remote())
                 os._exit(1)
             return i
 
-    actor = Crashes.remote()
+    submitted = SignalActor.remote()
+    actor = Crashes.remote(submitted)
     refs = [actor.inc.remote(i) for i in range(3 * CALL_WINDOW)]
+    ray.get(submitted.send.remote())
     outcomes = []
     for ref in refs:
         try:
