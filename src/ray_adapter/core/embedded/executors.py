@@ -30,12 +30,11 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.embedded import protocol, streaming
 from ray_adapter.core.embedded.posts import flush_posted
-from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled,  # noqa: F401
-                                                cancelled_failure, flush_std,
-                                                from_generator_function, loads_plain, pack_error,
+from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled, cancelled_failure,
+                                                flush_std, from_generator_function, pack_error,
                                                 pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call, current_function
-from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,  # noqa: F401
+from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,
                                         argument_failure, construct, construct_async, exit_status,
                                         function_descriptor, intended_exit, task_failure)
 

@@ -14,8 +14,10 @@ placement group (:mod:`.group_placement`). Queues are FIFO per resource shape an
 while a small demand may start beside a large one that does not fit yet, and lines take turns
 at freed resources (as Ray's scheduling classes do).
 
-Placement groups and nodes coming and going, and the per-node reports, are in
-:mod:`.scheduler_topology` (mixed in).
+Placement groups and nodes coming and going (:meth:`Scheduler.add_group`,
+:meth:`Scheduler.add_node`, ...) change its world in the same class, under the same lock;
+those that free or move resources return the grants that made possible. It also reports the
+per-node totals and availability the State API and ``ray.available_resources()`` read.
 
 Thread-safety: all state is guarded by ``Scheduler._lock``, a leaf lock; any thread may call.
 :meth:`Scheduler.run` is not re-entered on one thread: grants that starting a demand hands
@@ -28,10 +30,9 @@ import threading
 import traceback
 
 from ray_adapter.core.embedded import group_placement
-from ray_adapter.core.embedded.demands import Demand, Grant  # noqa: F401  (Demand: re-exported)
+from ray_adapter.core.embedded.demands import Grant
 from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SHARE
-from ray_adapter.core.embedded.resources import Node, NodeResources  # noqa: F401  (Node: re-exported)
-from ray_adapter.core.embedded.scheduler_topology import TopologyMixin
+from ray_adapter.core.embedded.resources import NodeResources
 from ray_adapter.core.scheduling import matches_all
 
 
@@ -41,7 +42,7 @@ class _Running(threading.local):
         self.queue = collections.deque()
 
 
-class Scheduler(TopologyMixin):
+class Scheduler:
     def __init__(self, nodes):
         self._lock = threading.Lock()
         self.nodes = {n.node_id: n for n in nodes}
@@ -326,3 +327,124 @@ class Scheduler(TopologyMixin):
         """Grant whatever fits now (after nodes changed); returns the new grants."""
         with self._lock:
             return self._grant_waiting()
+
+    # -- placement groups --------------------------------------------------------------------
+    def add_group(self, group):
+        """Place ``group`` (a GroupState) now or keep it pending; returns the new grants
+        (the group itself among them when placed)."""
+        with self._lock:
+            self.groups[group.group_id] = group
+            group.seq = next(self._seq)
+            group.queued = True
+            self._pending_groups.append(group)
+            return self._grant_waiting()
+
+    def group_feasible(self, group):
+        with self._lock:
+            return group_placement.feasible(self.live_nodes(), group)
+
+    def remove_group(self, group_id):
+        """Release the group's bundles. Returns ``(failed, evicted, granted)``: queued demands
+        for the group (failed with ``"group_removed"``), live grants drawn from its bundles
+        (their holders must stop), and what the freed resources granted."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is None or group.state == "REMOVED":
+                return [], [], []
+            group.state = "REMOVED"
+            if group.queued:
+                self._pending_groups.remove(group)
+                group.queued = False
+            evicted = []
+            for bundle in group.bundles:
+                evicted.extend(bundle.grants)
+                bundle.grants = set()
+                group_placement.unplace(bundle)
+            failed = self._withdraw_where(lambda d: d.placement is not None and d.placement.in_group
+                                          and d.placement.group_id == group_id, "group_removed")
+            return failed, evicted, self._grant_waiting()
+
+    def _withdraw_where(self, predicate, failure):
+        failed = []
+        for shape in list(self._queues):
+            queue = self._queues[shape]
+            keep = collections.deque()
+            for demand in queue:
+                if predicate(demand):
+                    demand.queued = False
+                    demand.failure = failure
+                    failed.append((demand, None))
+                else:
+                    keep.append(demand)
+            if keep:
+                self._queues[shape] = keep
+            else:
+                del self._queues[shape]
+        return failed
+
+    # -- nodes -------------------------------------------------------------------------------
+    def add_node(self, node):
+        """A node joins; returns what it made possible."""
+        with self._lock:
+            self.nodes[node.node_id] = node
+            self.by_hex[node.hex] = node
+            self._feasible = {}
+            return self._grant_waiting()
+
+    def remove_node(self, node_id):
+        """A node dies: its bundles are rescheduled elsewhere, demands with hard affinity to it
+        fail. Returns ``(failed, granted)``; the caller ends the processes that ran there."""
+        with self._lock:
+            node = self.nodes.get(node_id)
+            if node is None or not node.alive:
+                return [], []
+            node.alive = False
+            self._feasible = {}
+            for group in self.groups.values():
+                if group.state == "REMOVED":
+                    continue
+                lost = [b for b in group.bundles if b.node is node]
+                for bundle in lost:
+                    bundle.node = bundle.reservation = bundle.pool = None
+                    bundle.grants = set()
+                if lost and not group.queued:
+                    group.state = "RESCHEDULING"
+                    group.queued = True
+                    self._pending_groups.append(group)
+            hex_id = node.hex
+            failed = self._withdraw_where(
+                lambda d: d.placement is not None and d.placement.kind == "node" and not d.placement.soft
+                and d.placement.node_id == hex_id, "node_affinity")
+            return failed, self._grant_waiting()
+
+    # -- reporting ---------------------------------------------------------------------------
+    def per_node(self, which="total"):
+        """``{node id hex: {resource: amount}}`` of live nodes, group resources included;
+        ``which``: "total" or "available" (nothing free: omitted)."""
+        out = {}
+        with self._lock:
+            groups = group_placement.group_resources(self.groups.values(), which)
+            for node in self.nodes.values():
+                if node.alive:
+                    amounts = node.resources.total_dict() if which == "total" else node.resources.available_dict()
+                    amounts.update(groups.get(node.node_id, {}))
+                    out[node.hex] = amounts
+        return out
+
+    def _summed(self, which):
+        out = {}
+        for amounts in self.per_node(which).values():
+            for k, v in amounts.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    def total(self):
+        return self._summed("total")
+
+    def available(self):
+        return self._summed("available")
+
+    def queued(self):
+        """How many demands wait, for tests and state APIs."""
+        with self._lock:
+            return sum(len(q) for q in self._queues.values())

@@ -28,7 +28,7 @@ import threading
 import traceback
 
 from ray_adapter.core import errors, shm
-from ray_adapter.core.embedded import executors, protocol, streaming
+from ray_adapter.core.embedded import executors, protocol, results, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocking,
@@ -36,7 +36,8 @@ from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocki
                                              write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, current_function
 from ray_adapter.core.embedded.worker_reading import ReadRole
-from ray_adapter.core.execution import apply_env, exit_status, function_descriptor, restore_env
+from ray_adapter.core.execution import (apply_env, exit_status, function_descriptor, restore_env,
+                                        task_failure)
 from ray_adapter.core.threads import start_daemon, unblock_signals
 
 
@@ -126,7 +127,7 @@ class Worker:
         """A forked child reached the point where the worker reports to the driver: it ends
         here (1 if it reports a failure, else 0), its output flushed, its result never sent."""
         failed = type(message) is protocol.TaskDone and not message.ok
-        executors.flush_std()
+        results.flush_std()
         os._exit(1 if failed else 0)
 
     def send(self, message, buffers=()):
@@ -253,7 +254,7 @@ class Worker:
                 # checked when the task's code starts
                 return
             self.cancel_requested = None
-            raise executors.Cancelled()
+            raise results.Cancelled()
 
     @contextlib.contextmanager
     def whole_frames(self):
@@ -266,7 +267,7 @@ class Worker:
             self.sending = False
         if self.cancel_requested is not None and self.cancel_requested == self.running_task:
             self.cancel_requested = None
-            raise executors.Cancelled()
+            raise results.Cancelled()
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self):
@@ -276,7 +277,7 @@ class Worker:
         flushes_before_blocking()
         self.serve()
         flush_posted()
-        executors.flush_std()
+        results.flush_std()
 
     def serve(self):
         """The main loop: run the work queued for this thread, read the socket when idle."""
@@ -287,7 +288,7 @@ class Worker:
             if queue_empty():
                 idle = role.reclaim(wait=False)
                 flush_posted()
-                executors.flush_std()  # a partial line of output shows when the work ends
+                results.flush_std()  # a partial line of output shows when the work ends
                 if idle or (idle is None and role.reclaim()):
                     while queue_empty():
                         if not self.receive():
@@ -328,7 +329,7 @@ class Worker:
             blob = self.blobs.get(key)
             if blob is None:
                 raise errors.CoreError(f"function {key.hex()} was never registered with this worker")
-            fn = self.functions[key] = executors.loads_plain(blob)
+            fn = self.functions[key] = results.loads_plain(blob)
         return fn
 
     def run_task(self, message, buffers):
@@ -356,12 +357,12 @@ class Worker:
             try:
                 self.interruptible = True
                 if self.cancel_requested == task_id:  # arrived before the task's code began
-                    raise executors.Cancelled()
+                    raise results.Cancelled()
                 fn = self.load(message.key)
                 if message.key not in self.descriptors:
                     self.descriptors[message.key] = function_descriptor(fn)
                     current_function.set(self.descriptors[message.key])
-                args, kwargs = executors.resolve_args(message.args, message.deps, buffers)
+                args, kwargs = results.resolve_args(message.args, message.deps, buffers)
                 result = fn(*args, **kwargs)
                 if message.streaming:  # its items go out as it yields (a cancel interrupts it)
                     reply = streaming.produce(self, task_id, name, result, self.budget)
@@ -373,18 +374,18 @@ class Worker:
                 if message.streaming:
                     self.budget.close(task_id)
             if not message.streaming:
-                reply = executors.pack_results(
-                    result, num_returns, executors.from_generator_function(result, fn), name)
-        except (executors.Cancelled, KeyboardInterrupt) as exc:
+                reply = results.pack_results(
+                    result, num_returns, results.from_generator_function(result, fn), name)
+        except (results.Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
-            reply = executors.pack_error(executors.cancelled_failure(exc, task_id, name))
+            reply = results.pack_error(results.cancelled_failure(exc, task_id, name))
         except SystemExit as exc:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).
             executors.end_process(exit_status(exc))
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
-            retryable = executors.should_retry(exc, message.retry_exceptions)
-            reply = executors.pack_error(executors.task_failure(exc, name, None))
+            retryable = results.should_retry(exc, message.retry_exceptions)
+            reply = results.pack_error(task_failure(exc, name, None))
         finally:
             current_function.reset(function_token)
             current_call.reset(token)
@@ -394,7 +395,7 @@ class Worker:
     def answer_cancelled(self, task_id):
         """Task ``task_id`` never ran: it is answered as cancelled (from any thread)."""
         self.budget.close(task_id)
-        self.send_done(task_id, executors.pack_error(errors.TaskCancelled(task_id)))
+        self.send_done(task_id, results.pack_error(errors.TaskCancelled(task_id)))
 
     def send_done(self, task_id, reply, retryable=False):
         ok, results, buffers = reply
@@ -437,7 +438,7 @@ def run_exit_handlers():
         atexit._run_exitfuncs()
     except Exception:  # noqa: BLE001 - the process leaves anyway
         pass
-    executors.flush_std()
+    results.flush_std()
 
 
 def main(argv=None):

@@ -52,7 +52,8 @@ class ResourceGroupsMixin:
 
     def _local_scheduler(self):
         if getattr(self, "_rg_scheduler", None) is None:
-            from ray_adapter.core.embedded.scheduler import Node, Scheduler
+            from ray_adapter.core.embedded.resources import Node
+            from ray_adapter.core.embedded.scheduler import Scheduler
 
             from ray_adapter.core.embedded.resources import visible_device_ids
 
