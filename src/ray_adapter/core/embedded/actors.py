@@ -43,7 +43,8 @@ from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.demands import Demand
-from ray_adapter.core.embedded.task_support import assignment, device_env, notice_worker_died
+from ray_adapter.core.embedded.results import error_data
+from ray_adapter.core.embedded.task_support import assignment, device_env, notice_retry, notice_worker_died
 from ray_adapter.core.execution import ActorLabel, argument_failure
 
 
@@ -58,8 +59,18 @@ def creation_task_id(actor_id):
 
 
 class ActorManager:
-    def __init__(self, rt):
-        self.rt = rt
+    """Actors and their calls, from ``create`` to death (see the module notes)."""
+
+    def __init__(self, *, ids, namespace, objects, scheduler, pool, envs, functions, events,
+                 streams, groups, timers, infeasible):
+        """Collaborators: ``ids`` (IdFactory), the job's default ``namespace``, the
+        ``objects`` table, the ``scheduler``, the worker ``pool``, runtime ``envs``, the
+        ``functions`` registry, task ``events``, the ``streams`` table, placement ``groups``
+        (told when an actor dies), ``timers`` and the ``infeasible`` warnings. Owns the actor
+        handle ``scope`` (which shares its lock)."""
+        self._ids, self._namespace, self._objects, self._scheduler = ids, namespace, objects, scheduler
+        self._pool, self._envs, self._functions, self._events = pool, envs, functions, events
+        self._streams, self._groups, self._timers, self._infeasible = streams, groups, timers, infeasible
         self._lock = threading.Lock()
         self._actors = {}
         self._calls = {}   # task id -> CallRecord, while not finished
@@ -70,14 +81,13 @@ class ActorManager:
     def create(self, key, args, deps, options, carried=()):
         """Create an actor; returns its ActorInfo. Raises ActorNameTaken (unless
         ``get_if_exists``: the existing actor's info) and ObjectFreed for a gone argument."""
-        rt = self.rt
-        namespace = options.namespace if options.namespace is not None else rt.namespace
+        namespace = options.namespace if options.namespace is not None else self._namespace
         options.namespace = namespace
         name_key = (namespace, options.name) if options.name else None
         with self._lock:
             existing = self._names.get(name_key) if name_key else None
             if existing is None:
-                actor = ActorRecord(rt.ids.actor(), key, args, deps, carried, options)
+                actor = ActorRecord(self._ids.actor(), key, args, deps, carried, options)
                 actor.scope = self.scope.new_state(options.detached)
                 self._actors[actor.actor_id] = actor
                 if name_key:
@@ -90,7 +100,7 @@ class ActorManager:
             raise errors.ActorNameTaken(options.name, namespace)
         if deps or args.refs:  # argument refs (nested too) are held for restarts until it dies
             try:
-                rt.objects.hold(deps, args.refs)
+                self._objects.hold(deps, args.refs)
             except errors.ObjectFreed:
                 with self._lock:
                     self._actors.pop(actor.actor_id, None)
@@ -98,11 +108,11 @@ class ActorManager:
                         del self._names[name_key]
                 raise
         self.scope.carry(carried)  # until its constructor ran (then the actor borrows them)
-        rt.events.submitted(creation_task_id(actor.actor_id), f"{options.class_name}.__init__",
+        self._events.submitted(creation_task_id(actor.actor_id), f"{options.class_name}.__init__",
                             "ACTOR_CREATION_TASK", actor.actor_id, options.resources,
                             getattr(options.scheduling, "group_id", None), "__init__")
         if deps:
-            rt.objects.when_ready(deps, lambda ok, a=actor: self._deps_ready(a, ok))
+            self._objects.when_ready(deps, lambda ok, a=actor: self._deps_ready(a, ok))
         else:
             self._deps_ready(actor, True)
         return actor.info()
@@ -110,8 +120,7 @@ class ActorManager:
     def _deps_ready(self, actor, ok):
         if not ok:
             return
-        rt = self.rt
-        failed = rt.objects.first_error(actor.deps) if actor.deps else None
+        failed = self._objects.first_error(actor.deps) if actor.deps else None
         if failed is not None:  # as Ray: its constructor fails, quoting the argument's error
             name = actor.options.class_name
             self.die(actor, errors.ActorDied(
@@ -126,13 +135,12 @@ class ActorManager:
         self._place(actor)
 
     def _place(self, actor):
-        rt = self.rt
         placement = actor.options.scheduling
-        if actor.units and not rt.scheduler.feasible(actor.units, placement):
-            rt.warn_infeasible(actor.options.class_name, actor.options.resources)
+        if actor.units and not self._scheduler.feasible(actor.units, placement):
+            self._infeasible.warn(actor.options.class_name, actor.options.resources)
         # Its own line (Ray's actor creations are a scheduling class apart from tasks).
         demand = Demand(self, actor, actor.units, placement, ("actor",) + tuple(sorted(actor.units.items())))
-        grant = rt.scheduler.submit(demand)
+        grant = self._scheduler.submit(demand)
         if grant is not None:
             self.on_grant(actor, grant)
         elif demand.failure is not None:
@@ -155,21 +163,20 @@ class ActorManager:
             group_id=actor.options.scheduling.group_id))
 
     def on_grant(self, actor, grant):
-        rt = self.rt
         if actor.state is ActorState.DEAD:
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
             return
         try:
-            worker = rt.pool.take(grant.node, rt.envs.spec_of(actor.options.runtime_env))
+            worker = self._pool.take(grant.node, self._envs.spec_of(actor.options.runtime_env))
         except Exception as exc:  # no process could be started
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
             self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED,
                                              actor.options.class_name, detail=repr(exc)))
             return
         buffers = []
         args = to_payload(actor.args, buffers)
         deps = [Dep(oid, to_payload(data, buffers))
-                for oid, (data, _) in zip(actor.deps, rt.objects.values(actor.deps))]
+                for oid, (data, _) in zip(actor.deps, self._objects.values(actor.deps))]
         env = dict((actor.options.runtime_env or {}).get("env_vars") or {})
         env.update(device_env(grant.devices))
         o = actor.options
@@ -189,17 +196,17 @@ class ActorManager:
                 actor.worker, actor.grant = worker, grant
                 worker.actor = actor
                 worker.state = WorkerState.ACTOR
-                worker.register(actor.key, rt.functions[actor.key])
+                worker.register(actor.key, self._functions[actor.key])
                 worker.enqueue(message, buffers)
         if dead:
-            rt.pool.put_back(worker)
-            rt.scheduler.release_and_start(grant)
+            self._pool.put_back(worker)
+            self._scheduler.release_and_start(grant)
             return
         if gone:
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
             self.die(actor, self._boot_death(actor, worker))
             return
-        rt.events.running(creation_task_id(actor.actor_id), worker)
+        self._events.running(creation_task_id(actor.actor_id), worker)
         self._flush(actor)  # calls are pipelined behind the constructor
 
     def on_ready(self, worker, message):
@@ -210,7 +217,7 @@ class ActorManager:
             if actor.state is not ActorState.DEAD:
                 actor.state = ActorState.ALIVE
             carried, actor.carried = actor.carried, ()
-        self.rt.events.finished(creation_task_id(actor.actor_id), True)
+        self._events.finished(creation_task_id(actor.actor_id), True)
         self.scope.uncarry(carried)
 
     def on_failed(self, worker, message, buffers):
@@ -226,7 +233,6 @@ class ActorManager:
         actor = worker.actor
         if actor is None:
             return
-        rt = self.rt
         fail, death, restart, crashed = [], None, False, False
         with self._lock:
             if actor.worker is not worker:
@@ -285,9 +291,9 @@ class ActorManager:
         if crashed:
             notice_worker_died(worker.pid, code)
         if grant is not None:
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
         for call, err in fail:
-            self._finish_call(call, [rt.error_data(err)], True)
+            self._finish_call(call, [error_data(err)], True)
         if death is not None:
             self.die(actor, death.located(None, None, worker.node.ip), inflight)
         elif restart:
@@ -308,7 +314,6 @@ class ActorManager:
         """Mark ``actor`` dead with ``death``: its queued and in-flight calls fail with it, its
         name is freed, its resources return and its process (if any) is told to exit (unless
         not ``retire``: it is exiting by itself)."""
-        rt = self.rt
         with self._lock:
             if actor.state is ActorState.DEAD:
                 return
@@ -333,17 +338,17 @@ class ActorManager:
                 worker.actor = None
             carried, actor.carried = actor.carried, ()
         self.scope.uncarry(carried)
-        rt.events.finished(creation_task_id(actor.actor_id), False)
-        rt.groups.on_actor_dead(actor.actor_id)
+        self._events.finished(creation_task_id(actor.actor_id), False)
+        self._groups.on_actor_dead(actor.actor_id)
         if actor.deps or actor.args.refs:
-            rt.objects.release(actor.deps, actor.args.refs)  # held for restarts until now
-        data = rt.error_data(death)
+            self._objects.release(actor.deps, actor.args.refs)  # held for restarts until now
+        data = error_data(death)
         for call in calls:
             self._finish_call(call, [data], True)
         if grant is not None:
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
         if worker is not None and retire:
-            rt.pool.retire(worker)
+            self._pool.retire(worker)
         return worker
 
     def kill(self, actor_id, no_restart, death=None):
@@ -412,8 +417,7 @@ class ActorManager:
     def submit_call(self, actor_id, method, args, deps, options, carried=(), caller=None):
         """Queue a method call; returns its return ids (``[]`` for ``num_returns=0``; one id,
         the completion, for a streaming call). Raises PendingCallsLimit."""
-        rt = self.rt
-        task_id = rt.ids.task(actor_id)
+        task_id = self._ids.task(actor_id)
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
@@ -431,16 +435,16 @@ class ActorManager:
                 actor.unfinished[caller] = count + 1
                 call.counted = True
         if deps or args.refs:  # top-level and nested argument refs, until it finishes
-            rt.objects.hold(deps, args.refs)
-        rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
-        rt.events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method)
+            self._objects.hold(deps, args.refs)
+        self._objects.create(return_ids, 1 if num_returns else 0, task_id)
+        self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method)
         if streaming:
-            rt.streams.open(task_id, call.backpressure > 0 or (
+            self._streams.open(task_id, call.backpressure > 0 or (
                 actor is not None and actor.options.generator_backpressure > 0))
         if dead:
             failure = actor.death if actor is not None else errors.ActorDied(
                 actor_id, errors.ActorDeath.UNKNOWN)
-            self._finish_call(call, [rt.error_data(failure)], True)
+            self._finish_call(call, [error_data(failure)], True)
             return return_ids if num_returns else []
         with self._lock:
             if actor.state is ActorState.DEAD:  # died meanwhile: fail it as die() would have
@@ -450,10 +454,10 @@ class ActorManager:
                 actor.pending.append(call)
                 self.scope.carry_locked(carried)
         if dead:
-            self._finish_call(call, [rt.error_data(actor.death)], True)
+            self._finish_call(call, [error_data(actor.death)], True)
         else:
             if held:
-                rt.timers.call_later(UNAVAILABLE_AFTER_S, lambda: self._unavailable(call))
+                self._timers.call_later(UNAVAILABLE_AFTER_S, lambda: self._unavailable(call))
             self._flush(actor)
         return return_ids if num_returns else []
 
@@ -482,14 +486,13 @@ class ActorManager:
         if worker is not None:
             worker.flush()
         error = errors.ActorUnavailable(actor.actor_id, while_restarting=True)
-        self._finish_call(call, [self.rt.error_data(error)], True)
+        self._finish_call(call, [error_data(error)], True)
         self._flush(actor)  # the calls behind it, if it was the head waiting for its arguments
         self.scope.end_if_idle(actor)  # its handles may all be gone: nothing left to wait for
 
     def _flush(self, actor):
         """Send the queued calls whose arguments are ready, in order per caller (see the module
         notes): a call waiting for its arguments holds back its own caller's later calls."""
-        rt = self.rt
         sent_streams = []
         wait_for = []
         with self._lock:
@@ -505,7 +508,7 @@ class ActorManager:
                 if call.caller in blocked:
                     kept.append(call)
                     continue
-                if call.deps and not all(rt.objects.ready_flags(call.deps)):
+                if call.deps and not all(self._objects.ready_flags(call.deps)):
                     blocked.add(call.caller)
                     kept.append(call)
                     if not call.waiting:
@@ -518,7 +521,7 @@ class ActorManager:
                 # A failed argument goes too, flagged: the call fails in the actor, as Ray's
                 # (its error quotes the argument's, with the actor's pid and repr).
                 deps = [Dep(oid, to_payload(data, buffers), is_error)
-                        for oid, (data, is_error) in zip(call.deps, rt.objects.values(call.deps))] \
+                        for oid, (data, is_error) in zip(call.deps, self._objects.values(call.deps))] \
                     if call.deps else []
                 actor.inflight[call.task_id] = call
                 worker.enqueue(protocol.CallActor(
@@ -526,21 +529,21 @@ class ActorManager:
                     num_returns=1 if call.streaming else (call.num_returns or 1), name=call.name,
                     group=call.group, streaming=call.streaming, backpressure=call.backpressure,
                     retry_exceptions=call.retry_blob), buffers)
-                rt.events.running(call.task_id, worker)
+                self._events.running(call.task_id, worker)
                 if call.streaming:
                     sent_streams.append(call.task_id)
             if kept:
                 pending.put_back(kept)
         for task_id in sent_streams:
-            rt.streams.attach(task_id, worker)
+            self._streams.attach(task_id, worker)
         worker.flush()
         for call in wait_for:
-            rt.objects.when_ready(call.deps, lambda ok, a=actor: ok and self._flush(a))
+            self._objects.when_ready(call.deps, lambda ok, a=actor: ok and self._flush(a))
 
     def _sendable_locked(self, actor):
         """(Under the lock.) The queued calls a flush would send were there no window, in
         order: the ready ones of callers not held back by a call waiting for its arguments."""
-        objects = self.rt.objects
+        objects = self._objects
         blocked, out = set(), []
         for call in actor.pending:
             if call.caller in blocked:
@@ -569,7 +572,7 @@ class ActorManager:
                 self._calls.pop(call.task_id, None)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
         if retry:
-            self.rt.notice_retry(call.name, left, datas[0])
+            notice_retry(call.name, left, datas[0])
             self._flush(actor)
             return
         self._finish_call(call, datas, not message.ok)
@@ -578,10 +581,9 @@ class ActorManager:
         self.scope.end_if_idle(actor)
 
     def _finish_call(self, call, datas, is_error, cancelled=False):
-        rt = self.rt
         nested = call.args.refs if call.args is not None else ()
         call.args = None  # its arguments (shared buffers among them) are not needed any more
-        rt.events.finished(call.task_id, not is_error)
+        self._events.finished(call.task_id, not is_error)
         if call.counted:
             call.counted = False
             with self._lock:
@@ -592,11 +594,11 @@ class ActorManager:
                 else:
                     unfinished.pop(call.caller, None)
         if call.deps or nested:
-            rt.objects.release(call.deps, nested)
+            self._objects.release(call.deps, nested)
         self.scope.uncarry(call.carried)
-        rt.seal_results(call.return_ids, datas, is_error)
+        self._objects.seal_results(call.return_ids, datas, is_error)
         if call.streaming:  # a cancelled stream drops what was not taken, as in Ray
-            rt.streams.end(call.task_id, drop_untaken=is_error and (cancelled or call.cancel_requested))
+            self._streams.end(call.task_id, drop_untaken=is_error and (cancelled or call.cancel_requested))
 
     def cancel_call(self, task_id):
         """Cancel an actor call: dropped if not sent yet, else the actor is asked to cancel it."""
@@ -616,7 +618,7 @@ class ActorManager:
                 call.cancel_requested = True
                 worker.enqueue(protocol.Cancel(task_id, False))
         if worker is None:
-            self._finish_call(call, [self.rt.error_data(errors.TaskCancelled(task_id))], True, cancelled=True)
+            self._finish_call(call, [error_data(errors.TaskCancelled(task_id))], True, cancelled=True)
             self._flush(actor)
             self.scope.end_if_idle(actor)  # out of scope with nothing left: it ends now
         else:

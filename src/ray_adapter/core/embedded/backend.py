@@ -25,23 +25,22 @@ from ray_adapter.core import errors, ids, relays, serialization, shm
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
-from ray_adapter.core.embedded.cluster_state import ClusterStateMixin
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
-from ray_adapter.core.embedded.nodes import Nodes
+from ray_adapter.core.embedded.nodes import Nodes, describe, make_head
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
 from ray_adapter.core.embedded.runtime_envs import RuntimeEnvs
 from ray_adapter.core.embedded.scheduler import Scheduler
 from ray_adapter.core.embedded.service import DriverService
-from ray_adapter.core.embedded.streams import StreamsMixin, StreamTable
+from ray_adapter.core.embedded.state_reports import StateReports
+from ray_adapter.core.embedded.streams import StreamTable
 from ray_adapter.core.embedded.task_events import TaskEvents
-from ray_adapter.core.embedded.task_support import notice
 from ray_adapter.core.embedded.tasks import TaskManager
 from ray_adapter.core.embedded.timers import Timers
 from ray_adapter.core.execution import exit_grace_seconds, serialize_args, serialize_value
 from ray_adapter.core.metrics import MetricsExport
-from ray_adapter.core.interface import ArgRef, RuntimeCore
+from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 
 #: Seconds the work still running when the driver's interpreter exits is given before the
@@ -65,16 +64,16 @@ def _shutdown_running():
         backend._at_exit()
 
 
-class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
+class EmbeddedBackend(RuntimeCore):
     """The single-machine runtime ``ray.init()`` starts by default: a head node, plus the
-    virtual nodes of ``InitOptions.nodes`` / :meth:`add_node`; cluster state and placement
-    groups are in :class:`ClusterStateMixin`, streaming generators in :class:`StreamsMixin`."""
+    virtual nodes of ``InitOptions.nodes`` / :meth:`add_node`. A façade: it builds the
+    components (each given its collaborators by name), routes workers' messages to them and
+    answers :class:`~ray_adapter.core.interface.RuntimeCore` by delegating to them."""
 
     backend_name = "embedded"
 
     def __init__(self):
         self._started = False
-        self._infeasible = InfeasibleWarnings()  # request shapes warned about, once each
 
     # ================================================================== lifecycle
     def start(self, options):
@@ -83,8 +82,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.job_runtime_env = self.envs.start_job(options.runtime_env)
         self.job_id = ids.job_id(1)
         self.ids = ids.IdFactory(self.job_id)
-        self.node_manager = Nodes(self)
-        node = self.node_manager.make_head(options)
+        node = make_head(options)
         self.node_id, self.head_ip, self._pid = node.node_id, node.ip, os.getpid()
         self.address = f"embedded://{self.head_ip}:{self._pid}"
         self.driver_task_id = self.ids.task()
@@ -93,25 +91,23 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.start_time = time.time()
         shm.raise_fd_limit()
         self.scheduler = Scheduler([node])
+        infeasible = InfeasibleWarnings(self.scheduler.total)  # request shapes warned about once
         # A freed value's actor handles are let go by the release thread: the table calls
         # this under its own lock, and ending an actor takes the actor manager's.
         self.objects = ObjectTable(
-            lambda actor_ids: self._releases.put(self.actors.scope.drop_handles, actor_ids),
-            None if options.on_unhandled_error is None else
-            lambda data: self._releases.put(self._report_unread, data))
+            on_free_handles=lambda actor_ids: self._releases.put(self.actors.scope.drop_handles, actor_ids),
+            on_unread_error=None if options.on_unhandled_error is None else
+            lambda data: self._releases.put(self._report_unread, data),
+            on_adopt_handles=lambda actor_ids: self.actors.scope.add_handles(actor_ids))
         self._on_unhandled_error = options.on_unhandled_error
         self.events = TaskEvents(self.job_id)
-        self.groups = PlacementGroups(self)
-        self.streams = StreamTable(self.objects, self._send_ack)
+        self.groups = PlacementGroups(ids=self.ids, job_id=self.job_id, namespace=self.namespace,
+                                      objects=self.objects, scheduler=self.scheduler)
+        self.streams = StreamTable(self.objects)
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
         self._releases = DeferredReleases()
-        self.tasks = TaskManager(self)
-        self.scheduler.spare = self.tasks.on_spare_resources
-        self.actors = ActorManager(self)
-        self.service = DriverService(self)
         self.metrics = MetricsExport(options.metrics_export_port)
-        self._handlers = self._message_handlers()
         log_to_driver = options.log_to_driver
 
         def init_message(worker_id, node, spec):
@@ -124,13 +120,26 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.pool = WorkerPool(init_message, self.envs.job, log_to_driver, self._dispatch,
                                self._on_worker_exit, self.arena,
                                session_dir=self.envs.session_dir)
+        shared = dict(ids=self.ids, objects=self.objects, scheduler=self.scheduler, pool=self.pool,
+                      envs=self.envs, functions=self.functions, events=self.events,
+                      streams=self.streams, timers=self.timers, infeasible=infeasible)
+        self.actors = ActorManager(namespace=self.namespace, groups=self.groups, **shared)
+        self.tasks = TaskManager(scope=self.actors.scope, **shared)
+        self.scheduler.spare = self.tasks.on_spare_resources
+        self.nodes_added = Nodes(scheduler=self.scheduler, pool=self.pool)
+        self.reports = StateReports(job_id=self.job_id, driver_worker_id=self.driver_worker_id,
+                                    driver_pid=self._pid, objects=self.objects,
+                                    scheduler=self.scheduler, events=self.events,
+                                    groups=self.groups, actors=self.actors, pool=self.pool)
+        self.service = DriverService(self)
+        self._handlers = self._message_handlers()
         self._started = True
         _running.add(self)  # stopped at exit (one atexit handler for every session)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
         cpus = node.resources.total_dict().get("CPU", 1)
         self.pool.prestart(node, max(2, min(int(cpus), 8)))
         for spec in options.nodes or ():
-            self.node_manager.add(spec)
+            self.nodes_added.add(spec)
         return {"address": self.address, "node_id": self.node_id.hex(),
                 "node_ip_address": self.head_ip, "metrics_export_port": self.metrics.port}
 
@@ -184,7 +193,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
             protocol.Hello: lambda w, m, b: None,
             protocol.TaskDone: self._on_done,
             protocol.Released: self.tasks.on_released,
-            protocol.StreamItem: self._on_stream_item,
+            protocol.StreamItem: self.streams.on_item,
             protocol.ActorReady: lambda w, m, b: a.on_ready(w, m),
             protocol.ActorFailed: a.on_failed,
             protocol.ActorExiting: self._on_actor_exiting,
@@ -229,48 +238,6 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         self.actors.scope.worker_gone(worker)
         self.objects.worker_gone(worker)
 
-    # ================================================================== helpers for components
-    @staticmethod
-    def error_data(core_error):
-        return serialization.dumps(core_error)
-
-    def adopt_contained(self, datas):
-        """Values about to be stored (one per object): the actor handles pickled inside each
-        are held by it from now on (the table lets them go when it frees or refuses the
-        value). The refs inside are held by the table itself when it stores the value."""
-        for data in datas:
-            if data.handles:
-                self.actors.scope.add_handles(data.handles)
-
-    def seal_results(self, return_ids, datas, is_error):
-        """Store a finished task's or call's results: ``datas`` has one value per return id
-        (one error, or too few values, fills the rest with its last); the handles inside are
-        adopted first. ``is_error``: the last of ``datas`` is an error (the others, the first
-        values a generator gave, are values)."""
-        n = len(return_ids)
-        values = len(datas) - 1 if is_error else n
-        if len(datas) < n:
-            datas = list(datas) + [datas[-1]] * (n - len(datas))
-        self.adopt_contained(datas)
-        self.objects.seal_many([(oid, data, i >= values)
-                                for i, (oid, data) in enumerate(zip(return_ids, datas))])
-
-    def warn_infeasible(self, name, request):
-        self._infeasible.warn(name, request, self.scheduler.total())
-
-    @staticmethod
-    def notice_retry(name, retries_left, error_data, pid=None, exit_code=None):
-        if error_data is not None:
-            try:
-                detail = str(serialization.loads(error_data).traceback_str).rstrip()
-            except Exception:  # noqa: BLE001 - a notice never fails the retry
-                detail = "the task raised an exception"
-        else:
-            detail = f"the worker running it died (pid={pid}, exit code {exit_code})"
-        left = "infinite" if retries_left < 0 else retries_left
-        notice(f"Task {name} failed. There are {left} retries remaining, so the task will be "
-               f"retried. Error: {detail}")
-
     # ================================================================== objects
     def put(self, value):
         self._check_started()
@@ -278,7 +245,7 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
 
     def put_serialized(self, ser):
         oid = self.ids.put()
-        self.adopt_contained((ser,))
+        self.objects.adopt_contained((ser,))
         self.objects.put(oid, ser, 1)  # the caller's reference
         return oid
 
@@ -443,3 +410,80 @@ class EmbeddedBackend(ClusterStateMixin, StreamsMixin, RuntimeCore):
         count, used = self.objects.stats()
         return {"num_objects": count, "bytes_used": used,
                 "bytes_avail": int(self.scheduler.total().get("object_store_memory", 0))}
+
+    # ================================================================== streams
+    def stream_next(self, generator_id, timeout):
+        self._check_started()
+        return self.streams.next(generator_id, timeout)
+
+    def stream_peek(self, generator_id):
+        self._check_started()
+        return self.streams.peek(generator_id)
+
+    def stream_close(self, generator_id):
+        # From a finalizer, in any thread: applied by the release thread.
+        if self._started:
+            self._releases.put(self.streams.close, generator_id)
+
+    # ================================================================== cluster
+    # -- nodes and resources -----------------------------------------------------------------
+    def nodes(self):
+        return [describe(n) for n in self.scheduler.nodes.values()]
+
+    def cluster_resources(self):
+        return self.scheduler.total()
+
+    def available_resources(self):
+        return self.scheduler.available()
+
+    def resources_per_node(self, which):
+        return self.scheduler.per_node(which)
+
+    def add_node(self, spec):
+        self._check_started()
+        return self.nodes_added.add(spec)
+
+    def remove_node(self, node_id):
+        self._check_started()
+        self.nodes_added.remove(node_id)
+
+    def context(self):
+        return CallContext(job_id=self.job_id, node_id=self.node_id, worker_id=self.driver_worker_id,
+                           namespace=self.namespace, is_driver=True, task_id=self.driver_task_id,
+                           runtime_env=self.job_runtime_env, node_ip_address=self.head_ip,
+                           gcs_address=self.address)
+
+    # -- placement groups --------------------------------------------------------------------
+    def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None,
+                               _creator_actor=None):
+        self._check_started()
+        return self.groups.create(bundles, strategy, name, lifetime, label_selectors,
+                                  creator_actor=_creator_actor)
+
+    def remove_placement_group(self, placement_group_id):
+        self._check_started()
+        self.groups.remove(placement_group_id)
+
+    def placement_group_table(self, placement_group_id):
+        self._check_started()
+        return self.groups.table(placement_group_id)
+
+    def wait_placement_group(self, placement_group_id, timeout):
+        self._check_started()
+        return self.groups.wait(placement_group_id, timeout)
+
+    def placement_group_ready(self, placement_group_id, value):
+        self._check_started()
+        return self.groups.ready(placement_group_id, serialization.dumps(value))
+
+    def placement_group_ready_serialized(self, placement_group_id, data):
+        """:meth:`placement_group_ready` with the value already serialized (a worker's)."""
+        self._check_started()
+        return self.groups.ready(placement_group_id, data)
+
+    # -- the State API -----------------------------------------------------------------------
+
+    # -- the State API -----------------------------------------------------------------------
+    def state(self, kind):
+        self._check_started()
+        return self.reports.state(kind)

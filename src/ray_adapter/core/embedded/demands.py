@@ -74,12 +74,14 @@ class InfeasibleWarnings:
     written after it is released.
     """
 
-    def __init__(self):
+    def __init__(self, total):
+        """``total()``: the cluster's resources, ``{name: amount}`` (named in the warning)."""
+        self._total = total
         self._lock = threading.Lock()
         self._seen = set()
 
-    def warn(self, name, request, total):
-        """``request``: ``{resource: amount}`` of ``name``; ``total``: the cluster's resources."""
+    def warn(self, name, request):
+        """``request``: ``{resource: amount}`` of ``name``."""
         key = tuple(sorted(request.items()))
         with self._lock:
             if key in self._seen:
@@ -87,5 +89,5 @@ class InfeasibleWarnings:
             self._seen.add(key)
         sys.stderr.write(
             f"ray-adapter: warning: the task or actor {name!r} requests {dict(request)}, which no "
-            f"node can satisfy (cluster resources: {total}); it stays pending "
+            f"node can satisfy (cluster resources: {self._total()}); it stays pending "
             "until such resources exist, as in Ray.\n")

@@ -54,19 +54,25 @@ def node_total(spec, ip, head, detect=False):
     return total
 
 
+def make_head(options):
+    """The head node ``ray.init()`` starts, from its InitOptions (resources, labels, node id)."""
+    node_id = bytes.fromhex(options.node_id) if options.node_id else ids.random_id(ids.NODE_ID_SIZE)
+    node = Node(node_id, HEAD_IP, node_total(options, HEAD_IP, True, True),
+                labels=options.labels, hostname=socket.gethostname(),
+                device_ids=visible_device_ids(), is_head=True)
+    node.start_time = time.time()
+    return node
+
+
 class Nodes:
-    def __init__(self, rt):
-        self.rt = rt
+    """The virtual nodes added to and removed from a running runtime."""
+
+    def __init__(self, *, scheduler, pool):
+        """Collaborators: the ``scheduler`` (the nodes' resources) and the worker ``pool``
+        (a removed node's workers are killed)."""
+        self._scheduler, self._pool = scheduler, pool
         self._lock = threading.Lock()
         self._next_ip = 2
-
-    def make_head(self, options):
-        node_id = bytes.fromhex(options.node_id) if options.node_id else ids.random_id(ids.NODE_ID_SIZE)
-        node = Node(node_id, HEAD_IP, node_total(options, HEAD_IP, True, True),
-                    labels=options.labels, hostname=socket.gethostname(),
-                    device_ids=visible_device_ids(), is_head=True)
-        node.start_time = time.time()
-        return node
 
     def add(self, spec):
         """Add a virtual node for ``spec`` (a NodeSpec); returns its record (as ``nodes()``)."""
@@ -83,25 +89,23 @@ class Nodes:
         node = Node(node_id, ip, node_total(spec, ip, False), labels=spec.labels,
                     hostname=socket.gethostname())
         node.start_time = time.time()
-        rt = self.rt
-        rt.scheduler.run(rt.scheduler.add_node(node))
+        self._scheduler.run(self._scheduler.add_node(node))
         return describe(node)
 
     def remove(self, node_hex):
         """Remove a node as a failure would (see the module docstring). Unknown or already
         removed nodes are ignored."""
-        rt = self.rt
-        node = rt.scheduler.by_hex.get(node_hex)
+        node = self._scheduler.by_hex.get(node_hex)
         if node is None or not node.alive:
             return
-        failed, granted = rt.scheduler.remove_node(node.node_id)
+        failed, granted = self._scheduler.remove_node(node.node_id)
         node.end_time = time.time()
-        for worker in rt.pool.workers_of(node.node_id):
+        for worker in self._pool.workers_of(node.node_id):
             worker.kill_group()  # its reader reaps it; the exit paths retry or fail its work
-        rt.scheduler.run(failed + granted)
+        self._scheduler.run(failed + granted)
 
     def describe_all(self):
-        return [describe(n) for n in self.rt.scheduler.nodes.values()]
+        return [describe(n) for n in self._scheduler.nodes.values()]
 
 
 def describe(node):

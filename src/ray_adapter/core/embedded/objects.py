@@ -92,7 +92,11 @@ class _Drain(threading.local):
 class ObjectTable:
     """Objects by id (bytes)."""
 
-    def __init__(self, on_free_handles=None, on_unread_error=None):
+    def __init__(self, on_free_handles=None, on_unread_error=None, on_adopt_handles=None):
+        """``on_free_handles(actor_ids)``: the actor handles pickled inside a value no longer
+        kept (called under the table's lock: it must only queue); ``on_unread_error(data)``: an
+        error freed unread (the same); ``on_adopt_handles(actor_ids)``: the handles inside a
+        value about to be stored (called outside the lock, before it is stored)."""
         self._lock = threading.Lock()
         self._objects = {}
         self._borrows = {}  # borrower (a worker handle) -> ids of the objects it holds
@@ -101,6 +105,7 @@ class ObjectTable:
         self._unfulfillable = set()  # waiters short of sealed objects even if all pending seal
         self._on_free_handles = on_free_handles or (lambda actor_ids: None)
         self._on_unread_error = on_unread_error or (lambda data: None)
+        self._on_adopt_handles = on_adopt_handles or (lambda actor_ids: None)
 
     # -- creation ----------------------------------------------------------------------------
     def create(self, object_ids, refs, producer):
@@ -121,6 +126,28 @@ class ObjectTable:
     def seal(self, object_id, data, is_error):
         """Seal a pending object; runs the callbacks it completes (outside the lock)."""
         self.seal_many(((object_id, data, is_error),))
+
+    def adopt_contained(self, datas):
+        """Values about to be stored (Serialized, one per object): the actor handles pickled
+        inside each are held from now on (the table lets them go, ``on_free_handles``, when it
+        frees or refuses the value). The refs inside are held by the table itself when it
+        stores the value."""
+        for data in datas:
+            if data.handles:
+                self._on_adopt_handles(data.handles)
+
+    def seal_results(self, return_ids, datas, is_error):
+        """Store a finished task's or call's results: ``datas`` has one value per return id
+        (one error, or too few values, fills the rest with its last); the handles inside are
+        adopted first. ``is_error``: the last of ``datas`` is an error (the others, the first
+        values a generator gave, are values)."""
+        n = len(return_ids)
+        values = len(datas) - 1 if is_error else n
+        if len(datas) < n:
+            datas = list(datas) + [datas[-1]] * (n - len(datas))
+        self.adopt_contained(datas)
+        self.seal_many([(oid, data, i >= values)
+                        for i, (oid, data) in enumerate(zip(return_ids, datas))])
 
     def seal_many(self, items):
         fired = []

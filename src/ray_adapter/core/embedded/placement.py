@@ -21,6 +21,7 @@ import time
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded.group_placement import Bundle, GroupState
 from ray_adapter.core.embedded.resources import to_units
+from ray_adapter.core.embedded.results import error_data
 from ray_adapter.core.execution import wait_seconds
 
 
@@ -47,8 +48,14 @@ class GroupRecord:
 
 
 class PlacementGroups:
-    def __init__(self, rt):
-        self.rt = rt
+    """Placement groups: creation, readiness, removal and the table (see the module notes)."""
+
+    def __init__(self, *, ids, job_id, namespace, objects, scheduler):
+        """Collaborators: ``ids`` (IdFactory), the ``job_id`` and default ``namespace`` groups
+        are created in, the ``objects`` table (each group's ready objects) and the
+        ``scheduler`` (which places the bundles)."""
+        self._ids, self._job_id, self._namespace = ids, job_id, namespace
+        self._objects, self._scheduler = objects, scheduler
         self._lock = threading.Lock()
         self._records = {}
         self._names = {}  # (namespace, name) -> group id of a group not removed
@@ -57,9 +64,8 @@ class PlacementGroups:
     def create(self, bundles, strategy, name, lifetime, selectors=None, namespace=None,
                creator_actor=None):
         """Create a group; returns its id at once. Raises PlacementGroupNameTaken."""
-        rt = self.rt
-        group_id = ids.random_id(ids.PLACEMENT_GROUP_ID_SIZE - ids.JOB_ID_SIZE) + rt.job_id
-        namespace = namespace if namespace is not None else rt.namespace
+        group_id = ids.random_id(ids.PLACEMENT_GROUP_ID_SIZE - ids.JOB_ID_SIZE) + self._job_id
+        namespace = namespace if namespace is not None else self._namespace
         amounts = [{k: float(v) for k, v in b.items()} for b in bundles]
         record = GroupRecord(group_id, name or "", namespace, amounts, strategy,
                              lifetime == "detached", creator_actor)
@@ -73,16 +79,15 @@ class PlacementGroups:
         state = GroupState(group_id, [Bundle(i, {k: to_units(v) for k, v in b.items() if v}, selectors[i])
                                       for i, b in enumerate(amounts)],
                            strategy, lambda _grant, r=record: self._placed(r))
-        granted = rt.scheduler.add_group(state)
-        if state.state == "PENDING" and not rt.scheduler.group_feasible(state):
+        granted = self._scheduler.add_group(state)
+        if state.state == "PENDING" and not self._scheduler.group_feasible(state):
             record.infeasible = True
             _warn_infeasible(amounts, strategy)
-        rt.scheduler.run(granted)
+        self._scheduler.run(granted)
         return group_id
 
     def _placed(self, record):
         """The scheduler placed every bundle (first time, or again after a node died)."""
-        rt = self.rt
         with self._lock:
             if record.state == "REMOVED":
                 return
@@ -92,7 +97,7 @@ class PlacementGroups:
             ready, record.ready_ids = record.ready_ids, []
         record.event.set()
         if ready:
-            rt.objects.seal_many([(oid, data, False) for oid, data in ready])
+            self._objects.seal_many([(oid, data, False) for oid, data in ready])
 
     # -- waiting -----------------------------------------------------------------------------
     def wait(self, group_id, timeout):
@@ -102,25 +107,24 @@ class PlacementGroups:
         record.event.wait(wait_seconds(timeout))
         if record.state == "REMOVED":
             raise errors.PlacementGroupRemoved(group_id)
-        return record.state == "CREATED" and self.rt.scheduler.groups[group_id].placed
+        return record.state == "CREATED" and self._scheduler.groups[group_id].placed
 
     def ready(self, group_id, data):
         """An object id (one reference, the caller's) that becomes the serialized value
         ``data`` once placed."""
-        rt = self.rt
         record = self._record(group_id)
-        oid = rt.ids.put()
-        rt.objects.create([oid], 1, None)
+        oid = self._ids.put()
+        self._objects.create([oid], 1, None)
         with self._lock:
             state = record.state
-            if state == "CREATED" and not rt.scheduler.groups[group_id].placed:
+            if state == "CREATED" and not self._scheduler.groups[group_id].placed:
                 state = "RESCHEDULING"  # a node died: placed again soon
             if state in ("PENDING", "RESCHEDULING"):
                 record.ready_ids.append((oid, data))
         if state == "CREATED":
-            rt.objects.seal_many([(oid, data, False)])
+            self._objects.seal_many([(oid, data, False)])
         elif state == "REMOVED":
-            rt.objects.seal_many([(oid, rt.error_data(errors.PlacementGroupRemoved(group_id)), True)])
+            self._objects.seal_many([(oid, error_data(errors.PlacementGroupRemoved(group_id)), True)])
         return oid
 
     def _record(self, group_id):
@@ -131,7 +135,6 @@ class PlacementGroups:
 
     # -- removal -----------------------------------------------------------------------------
     def remove(self, group_id):
-        rt = self.rt
         with self._lock:
             record = self._records.get(group_id)
             if record is None or record.state == "REMOVED":
@@ -141,14 +144,14 @@ class PlacementGroups:
                 del self._names[(record.namespace, record.name)]
             ready, record.ready_ids = record.ready_ids, []
         record.event.set()
-        failed, evicted, granted = rt.scheduler.remove_group(group_id)
+        failed, evicted, granted = self._scheduler.remove_group(group_id)
         if ready:
-            error = rt.error_data(errors.PlacementGroupRemoved(group_id))
-            rt.objects.seal_many([(oid, error, True) for oid, _ in ready])
+            error = error_data(errors.PlacementGroupRemoved(group_id))
+            self._objects.seal_many([(oid, error, True) for oid, _ in ready])
         for grant in evicted:
             if grant.demand is not None:
                 grant.demand.evict("group_removed")
-        rt.scheduler.run(failed + granted)
+        self._scheduler.run(failed + granted)
 
     def on_actor_dead(self, actor_id):
         """Non-detached groups an actor created go with it (as in Ray)."""
@@ -173,7 +176,7 @@ class PlacementGroups:
             return [self._describe(r) for r in records]
 
     def _describe(self, record):
-        state = self.rt.scheduler.groups.get(record.group_id)
+        state = self._scheduler.groups.get(record.group_id)
         nodes = [b.node.hex if (state is not None and b.node is not None) else None
                  for b in (state.bundles if state is not None else ())] or [None] * len(record.bundles)
         status = record.state
@@ -189,7 +192,7 @@ class PlacementGroups:
         return {"placement_group_id": record.group_id, "name": record.name,
                 "namespace": record.namespace, "bundles": [dict(b) for b in record.bundles],
                 "bundle_nodes": nodes, "strategy": record.strategy, "state": status,
-                "detached": record.detached, "creator_job_id": self.rt.job_id,
+                "detached": record.detached, "creator_job_id": self._job_id,
                 "stats": {"end_to_end_creation_latency_ms": latency,
                           "scheduling_latency_ms": latency,
                           "scheduling_attempt": record.attempts, "highest_retry_delay_ms": 0.0,

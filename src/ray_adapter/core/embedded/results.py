@@ -91,6 +91,12 @@ def result_failure(exc, name, actor=None):
                                   **actor_fields(actor))
 
 
+def error_data(core_error):
+    """The stored form of a core error (:mod:`ray_adapter.core.errors`): what the object table
+    seals as a failed object's data."""
+    return serialization.dumps(core_error)
+
+
 def argument_failure_data(data, name, actor=None, pid=None):
     """The stored error of the call ``name`` (on ``actor``: an ``execution.ActorLabel``) that
     does not run because an argument holds the stored error ``data``: Ray's call fails itself,

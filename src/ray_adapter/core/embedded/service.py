@@ -13,6 +13,7 @@ import pickle
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
+from ray_adapter.core.embedded.results import error_data
 from ray_adapter.core.embedded.task_support import SerializedRetry
 from ray_adapter.core.interface import ActorOptions, SerializedMeta, TaskOptions
 
@@ -55,7 +56,7 @@ class DriverService:
 
     def reply_error(self, worker, req_id, error):
         buffers = []
-        payload = to_payload(self.rt.error_data(error), buffers)
+        payload = to_payload(error_data(error), buffers)
         worker.post(protocol.Reply(req_id, False, payload), buffers)
 
     # -- registrations and submissions -------------------------------------------------------

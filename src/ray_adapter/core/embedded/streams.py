@@ -15,7 +15,7 @@ reference passes to the consumer) or closes the stream (untaken items are releas
 call produces its items again from 0: those already received are ignored.
 
 Backpressure: when the call or its actor limits unconsumed items, each take is acknowledged to
-the worker producing the stream (``send_ack(worker, task_id, consumed)``).
+the worker producing the stream (a :class:`~.protocol.StreamAck` posted on its channel).
 
 Thread-safety: ``StreamTable._lock`` is a leaf lock (the object table's lock may be taken under
 it; sealing, which runs callbacks, and acks happen after it is released). Items arrive on the
@@ -27,6 +27,8 @@ import time
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.execution import wait_seconds
 from ray_adapter.core.ids import TASK_ID_SIZE, IdFactory
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.protocol import from_payload
 from ray_adapter.core.embedded.streaming import UNLIMITED
 
 _item = IdFactory.stream_item
@@ -46,10 +48,11 @@ class _Stream:
 
 
 class StreamTable:
-    def __init__(self, objects, send_ack):
+    def __init__(self, objects):
+        """Collaborator: the ``objects`` table (each item is an object; a value's contained
+        actor handles are adopted through it)."""
         self._lock = threading.Lock()
         self._objects = objects
-        self._send_ack = send_ack
         self._streams = {}
 
     # -- producer side -----------------------------------------------------------------------
@@ -70,6 +73,17 @@ class StreamTable:
             ack = stream.acks and consumed > 0
         if ack:
             self._send_ack(worker, task_id, consumed)
+
+    def on_item(self, worker, message, buffers):
+        """A worker's :class:`~.protocol.StreamItem` (on its reader thread): the item is kept,
+        and the actor handles inside it held, unless it is a repeat or the stream closed."""
+        data = from_payload(message.value, buffers)
+        if self.item(message.task_id, message.index, data, not message.ok):
+            self._objects.adopt_contained((data,))
+
+    @staticmethod
+    def _send_ack(worker, task_id, consumed):
+        worker.post(protocol.StreamAck(task_id, consumed))
 
     def item(self, task_id, index, data, is_error):
         """Item ``index`` arrived; False if it was not kept (a repeat, or the stream closed)."""
@@ -169,34 +183,3 @@ class StreamTable:
     def clear(self):
         with self._lock:
             self._streams.clear()
-
-
-class StreamsMixin:
-    """The backend's streaming-generator methods (mixed into the embedded backend, which has
-    ``streams``, ``objects``, ``adopt_contained`` and ``_releases``)."""
-
-    def stream_next(self, generator_id, timeout):
-        self._check_started()
-        return self.streams.next(generator_id, timeout)
-
-    def stream_peek(self, generator_id):
-        self._check_started()
-        return self.streams.peek(generator_id)
-
-    def stream_close(self, generator_id):
-        # From a finalizer, in any thread: applied by the release thread.
-        if self._started:
-            self._releases.put(self.streams.close, generator_id)
-
-    def _on_stream_item(self, worker, message, buffers):
-        from ray_adapter.core.embedded.protocol import from_payload
-
-        data = from_payload(message.value, buffers)
-        if self.streams.item(message.task_id, message.index, data, not message.ok):
-            self.adopt_contained((data,))
-
-    @staticmethod
-    def _send_ack(worker, task_id, consumed):
-        from ray_adapter.core.embedded import protocol
-
-        worker.post(protocol.StreamAck(task_id, consumed))

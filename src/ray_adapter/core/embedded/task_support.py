@@ -57,6 +57,22 @@ def device_env(devices):
     return env
 
 
+def notice_retry(name, retries_left, error_data, pid=None, exit_code=None):
+    """Tell the user a failed task is retried, as Ray's "Task ... failed. There are N retries
+    remaining" line: ``error_data`` is the stored error it raised (None: its worker died with
+    ``exit_code``); ``retries_left`` < 0 means infinite."""
+    if error_data is not None:
+        try:
+            detail = str(serialization.loads(error_data).traceback_str).rstrip()
+        except Exception:  # noqa: BLE001 - a notice never fails the retry
+            detail = "the task raised an exception"
+    else:
+        detail = f"the worker running it died (pid={pid}, exit code {exit_code})"
+    left = "infinite" if retries_left < 0 else retries_left
+    notice(f"Task {name} failed. There are {left} retries remaining, so the task will be "
+           f"retried. Error: {detail}")
+
+
 def notice_worker_died(pid, exit_code):
     """Ray's notice when a worker process dies unexpectedly (on stderr here: Ray's goes to
     stdout at a timing-dependent place, which no program can rely on)."""

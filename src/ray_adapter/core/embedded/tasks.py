@@ -53,12 +53,12 @@ from time import monotonic as _monotonic
 from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.pool import WorkerState
-from ray_adapter.core.embedded.results import argument_failure_data
+from ray_adapter.core.embedded.results import argument_failure_data, error_data
 from ray_adapter.core.embedded.demands import Demand
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
-from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_worker_died,
-                                                    unschedulable_error)
+from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_retry,
+                                                    notice_worker_died, unschedulable_error)
 
 
 #: Followers one worker holds at most (tasks sent behind its running one).
@@ -77,8 +77,17 @@ FORCE_CANCEL_GRACE_S = 0.5
 
 
 class TaskManager:
-    def __init__(self, rt):
-        self.rt = rt                # the backend: objects, scheduler, pool, functions, actors
+    """Normal tasks, from ``submit`` to their sealed results (see the module notes)."""
+
+    def __init__(self, *, ids, objects, scheduler, pool, envs, functions, events, streams,
+                 scope, timers, infeasible):
+        """Collaborators: ``ids`` (IdFactory), the ``objects`` table, the ``scheduler``, the
+        worker ``pool``, runtime ``envs``, the ``functions`` registry (key -> pickled function),
+        task ``events``, the ``streams`` table, the actor ``scope`` (handles carried in
+        arguments), ``timers`` and the ``infeasible`` warnings."""
+        self._ids, self._objects, self._scheduler, self._pool = ids, objects, scheduler, pool
+        self._envs, self._functions, self._events, self._streams = envs, functions, events, streams
+        self._scope, self._timers, self._infeasible = scope, timers, infeasible
         self._lock = threading.Lock()
         self._tasks = {}
         self._owned = {}            # owner worker -> ids of its unfinished tasks
@@ -91,21 +100,20 @@ class TaskManager:
         """Submit a task; returns its return ids (``[]`` for ``num_returns=0``). ``owner``: the
         worker that submits it (None: the driver); ``parent``: the id of the task that submits
         it, if known. Raises ObjectFreed for an argument ref whose object is gone."""
-        rt = self.rt
-        task_id = rt.ids.task()
+        task_id = self._ids.task()
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
         record = TaskRecord(task_id, key, args, deps, carried, options, return_ids)
         record.owner, record.parent = owner, parent
         if deps or args.refs:  # top-level and nested argument refs, until it finishes
-            rt.objects.hold(deps, args.refs)
-        rt.objects.create(return_ids, 1 if num_returns else 0, task_id)
-        rt.events.submitted(task_id, options.name, "NORMAL_TASK", None, options.resources,
+            self._objects.hold(deps, args.refs)
+        self._objects.create(return_ids, 1 if num_returns else 0, task_id)
+        self._events.submitted(task_id, options.name, "NORMAL_TASK", None, options.resources,
                             getattr(options.scheduling, "group_id", None))
         if streaming:
-            rt.streams.open(task_id, options.generator_backpressure > 0)
-        rt.actors.carry(carried)
+            self._streams.open(task_id, options.generator_backpressure > 0)
+        self._scope.carry(carried)
         with self._lock:
             self._tasks[task_id] = record
             if owner is not None:
@@ -114,7 +122,7 @@ class TaskManager:
                 record.cancelled = record.cancel_children = True  # its parent was cancelled
                 # recursively as it submitted it: it never runs (dropped when its args are in)
         if deps:
-            record.waiter = rt.objects.when_ready(deps, lambda ok, r=record: self._deps_ready(r, ok))
+            record.waiter = self._objects.when_ready(deps, lambda ok, r=record: self._deps_ready(r, ok))
         else:
             self._deps_ready(record, True)
         return return_ids if num_returns else []
@@ -122,8 +130,7 @@ class TaskManager:
     def _deps_ready(self, record, ok):
         if not ok:
             return  # shutting down
-        rt = self.rt
-        failed = rt.objects.first_error(record.deps) if record.deps else None
+        failed = self._objects.first_error(record.deps) if record.deps else None
         with self._lock:
             if record.state is not TaskState.WAITING:
                 return
@@ -141,26 +148,25 @@ class TaskManager:
         self._queue(record)
 
     def _queue(self, record):
-        rt = self.rt
         placement = record.options.scheduling
-        if record.units and not rt.scheduler.feasible(record.units, placement, record.shape.shape):
-            rt.warn_infeasible(record.options.name, record.options.resources)
+        if record.units and not self._scheduler.feasible(record.units, placement, record.shape.shape):
+            self._infeasible.warn(record.options.name, record.options.resources)
         # One line per function and resource shape (Ray's scheduling classes): a task of
         # another function does not wait behind a backlog of this one.
         record.demand = Demand(self, record, record.units, placement, (record.shape.shape, record.key))
-        grant = rt.scheduler.submit(record.demand)
+        grant = self._scheduler.submit(record.demand)
         if grant is not None:
             self.on_grant(record, grant)
         elif record.demand.failure is not None:
             self.on_unschedulable(record, record.demand.failure)
-        elif record.cancelled and rt.scheduler.withdraw(record.demand):
+        elif record.cancelled and self._scheduler.withdraw(record.demand):
             self._finish_cancelled(record)  # cancelled while it was being queued
 
     def on_unschedulable(self, record, reason):
         """The scheduler can never run it: hard affinity to a gone node, or its group removed."""
         group_id = getattr(record.options.scheduling, "group_id", None)
         error = unschedulable_error(record.options.name, reason, group_id)
-        self._finish_claimed(record, [self.rt.error_data(error)], True)
+        self._finish_claimed(record, [error_data(error)], True)
 
     def on_evict(self, record):
         """Its placement group was removed while it ran: its worker is killed and the task fails
@@ -177,21 +183,20 @@ class TaskManager:
 
     # -- starting ----------------------------------------------------------------------------
     def on_grant(self, record, grant):
-        rt = self.rt
         with self._lock:
             ok = record.state is TaskState.QUEUED and not record.cancelled
             if ok:
                 record.state = TaskState.STARTING
         if not ok:
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
             if record.cancelled:
                 self._finish_cancelled(record)
             return
         try:
-            worker = rt.pool.take(grant.node, rt.envs.spec_of(record.options.runtime_env))
+            worker = self._pool.take(grant.node, self._envs.spec_of(record.options.runtime_env))
         except Exception as exc:  # no process could be started (EMFILE, bad environment...)
-            rt.scheduler.release_and_start(grant)
-            self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
+            self._scheduler.release_and_start(grant)
+            self._finish_claimed(record, [error_data(errors.WorkerDied(
                 record.options.name, errors.WorkerDeath.SPAWN_FAILED, detail=repr(exc)))], True)
             return
         message, buffers = self._run_message(record, grant)
@@ -204,30 +209,29 @@ class TaskManager:
                 record.started = _monotonic()
                 record.grant, record.worker = grant, worker
                 worker.task = record
-                worker.register(record.key, rt.functions[record.key])
+                worker.register(record.key, self._functions[record.key])
                 worker.enqueue(message, buffers)
         if cancelled:
-            rt.pool.put_back(worker)
-            rt.scheduler.release_and_start(grant)
+            self._pool.put_back(worker)
+            self._scheduler.release_and_start(grant)
             self._finish_cancelled(record)
             return
         if gone:
-            rt.scheduler.release_and_start(grant)
+            self._scheduler.release_and_start(grant)
             error = (errors.EnvSetupFailed(worker.boot_failure) if worker.boot_failure is not None
                      else errors.WorkerDied(record.options.name, errors.WorkerDeath.SPAWN_FAILED,
                                             detail="its new worker process ended at start"))
-            self._finish_claimed(record, [rt.error_data(error)], True)
+            self._finish_claimed(record, [error_data(error)], True)
             return
-        rt.events.running(record.task_id, worker)
+        self._events.running(record.task_id, worker)
         if record.streaming:
-            rt.streams.attach(record.task_id, worker)
+            self._streams.attach(record.task_id, worker)
         self._prefetch(worker, record, grant)
         worker.flush()
 
     # -- results -----------------------------------------------------------------------------
     def on_done(self, worker, message, buffers):
         """A task's result arrived from ``worker`` (its reader thread)."""
-        rt = self.rt
         grant = follower = None
         with self._lock:
             record = worker.task
@@ -261,13 +265,13 @@ class TaskManager:
         elif grant is not None:
             limit = record.options.max_calls
             if limit and worker.calls[record.key] >= limit:
-                rt.pool.retire(worker)  # max_calls reached: a fresh worker replaces it
+                self._pool.retire(worker)  # max_calls reached: a fresh worker replaces it
             else:
-                rt.pool.put_back(worker)
-            rt.scheduler.release_and_start(grant)
+                self._pool.put_back(worker)
+            self._scheduler.release_and_start(grant)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
         if retry:
-            rt.notice_retry(record.options.name, left, datas[0])
+            notice_retry(record.options.name, left, datas[0])
             self._queue(record)
         else:
             self._finish(record, datas, not message.ok)
@@ -275,7 +279,6 @@ class TaskManager:
     def on_worker_exit(self, worker):
         """``worker``'s process is gone: retry its task or fail it, and cancel the tasks it
         submitted that have not finished (their owner is gone: Ray's fate sharing)."""
-        rt = self.rt
         with self._lock:
             orphans = self._owned.pop(worker, ())
         for task_id in orphans:
@@ -299,24 +302,24 @@ class TaskManager:
                 outcome = "retry"
             else:
                 outcome = "died"
-        rt.scheduler.release_and_start(grant)
+        self._scheduler.release_and_start(grant)
         code = worker.proc.returncode
         if outcome not in ("cancelled", "evicted", "setup"):
             notice_worker_died(worker.pid, code)
         if outcome == "cancelled":
             self._finish_cancelled(record)
         elif outcome == "setup":
-            self._finish_claimed(record, [rt.error_data(errors.EnvSetupFailed(worker.boot_failure))], True)
+            self._finish_claimed(record, [error_data(errors.EnvSetupFailed(worker.boot_failure))], True)
         elif outcome == "evicted":
             self.on_unschedulable(record, "group_removed")
         elif outcome == "retry":
-            rt.notice_retry(record.options.name, left, None, worker.pid, code)
+            notice_retry(record.options.name, left, None, worker.pid, code)
             self._queue(record)
         elif not worker.node.alive:
-            self._finish_claimed(record, [rt.error_data(errors.NodeDied(
+            self._finish_claimed(record, [error_data(errors.NodeDied(
                 record.options.name, worker.node.hex, worker.node.ip))], True)
         else:
-            self._finish_claimed(record, [rt.error_data(errors.WorkerDied(
+            self._finish_claimed(record, [error_data(errors.WorkerDied(
                 record.options.name, errors.WorkerDeath.CRASHED, worker.pid, code,
                 record.options.max_retries))], True)
 
@@ -335,10 +338,9 @@ class TaskManager:
             self._finish(record, datas, is_error)
 
     def _finish_cancelled(self, record):
-        self._finish_claimed(record, [self.rt.error_data(errors.TaskCancelled(record.task_id))], True)
+        self._finish_claimed(record, [error_data(errors.TaskCancelled(record.task_id))], True)
 
     def _finish(self, record, datas, is_error):
-        rt = self.rt
         if record.owner is not None:
             with self._lock:
                 owned = self._owned.get(record.owner)
@@ -346,17 +348,17 @@ class TaskManager:
                     owned.discard(record.task_id)
                     if not owned:
                         del self._owned[record.owner]
-        rt.events.finished(record.task_id, not is_error)
+        self._events.finished(record.task_id, not is_error)
         nested = record.args.refs if record.args is not None else ()
         # Drop what the record holds now: its arguments (shared buffers among them) must not
         # wait for the cyclic GC (record -> demand -> its start closure -> record).
         record.args = record.demand = record.waiter = None
         if record.deps or nested:
-            rt.objects.release(record.deps, nested)
-        rt.actors.uncarry(record.carried)
-        rt.seal_results(record.return_ids, datas, is_error)
+            self._objects.release(record.deps, nested)
+        self._scope.uncarry(record.carried)
+        self._objects.seal_results(record.return_ids, datas, is_error)
         if record.streaming:
-            rt.streams.end(record.task_id, drop_untaken=record.cancelled and is_error)
+            self._streams.end(record.task_id, drop_untaken=record.cancelled and is_error)
 
     # -- cancellation ------------------------------------------------------------------------
     def cancel(self, task_id, force, recursive=False):
@@ -390,13 +392,13 @@ class TaskManager:
                 worker.flush()
                 if force:  # the worker ends itself; one that cannot (holding the GIL in C
                     # code, stopped) is killed by the driver after a grace period, as Ray does
-                    self.rt.timers.call_later(
+                    self._timers.call_later(
                         FORCE_CANCEL_GRACE_S, lambda w=worker, r=record: self._kill_if_running(w, r))
             elif record.state is TaskState.WAITING:
-                if self.rt.objects.cancel_wait(record.waiter):
+                if self._objects.cancel_wait(record.waiter):
                     self._finish_cancelled(record)
             elif record.state is TaskState.QUEUED:
-                if self.rt.scheduler.withdraw(record.demand):
+                if self._scheduler.withdraw(record.demand):
                     self._finish_cancelled(record)
 
     def _kill_if_running(self, worker, record):
@@ -421,7 +423,7 @@ class TaskManager:
         if released:
             worker.flush()
         if first:
-            self.rt.scheduler.run(self.rt.scheduler.lend(grant))
+            self._scheduler.run(self._scheduler.lend(grant))
         return record, grant
 
     def unblock(self, worker, token):
@@ -433,7 +435,7 @@ class TaskManager:
             still_running = worker.task is record and record.grant is grant
             last = worker.blocked == 0
         if last and still_running:
-            self.rt.scheduler.reclaim(grant)
+            self._scheduler.reclaim(grant)
 
     def unfinished_returns(self):
         """The return ids of every task not finished yet (a snapshot; exit grace)."""
@@ -447,11 +449,10 @@ class TaskManager:
 
     def _run_message(self, record, grant):
         """The RunTask of ``record`` under ``grant``, and its buffers."""
-        rt = self.rt
         buffers = []
         args = to_payload(record.args, buffers)
         deps = [Dep(oid, to_payload(data, buffers))
-                for oid, (data, _) in zip(record.deps, rt.objects.values(record.deps))] if record.deps else []
+                for oid, (data, _) in zip(record.deps, self._objects.values(record.deps))] if record.deps else []
         env = record.shape.env
         if grant.devices:
             env = dict(env, **device_env(grant.devices))
@@ -473,22 +474,21 @@ class TaskManager:
         """Send ``worker`` the oldest queued tasks of ``running``'s shape as its followers (up
         to :data:`PIPELINE_DEPTH` behind it), if pipelining applies (queued only: the caller
         flushes)."""
-        rt = self.rt
         if grant.devices or grant.bundle is not None or not self._pipelines(running):
             return
         room = PIPELINE_DEPTH - len(worker.followers)
         # Beside other waiting lines only while this function's tasks are brief, and for a
         # quantum of them: then the lease goes back and the lines take turns.
         beside = self._brief.get(running.key, False) and grant.passes < SHARED_QUANTUM
-        demands = rt.scheduler.take_followers(running.demand.shape, room, beside) if room > 0 else ()
+        demands = self._scheduler.take_followers(running.demand.shape, room, beside) if room > 0 else ()
         if not demands:
             return
-        spec = _spec_key(rt.envs.spec_of(running.options.runtime_env))
+        spec = _spec_key(self._envs.spec_of(running.options.runtime_env))
         messages = []
         for demand in demands:
             record = demand.holder
             fits = (demand.handler is self and self._pipelines(record)  # a task, not an actor
-                    and _spec_key(rt.envs.spec_of(record.options.runtime_env)) == spec)
+                    and _spec_key(self._envs.spec_of(record.options.runtime_env)) == spec)
             messages.append(self._run_message(record, grant) if fits else None)
         back = []
         with self._lock:
@@ -503,10 +503,10 @@ class TaskManager:
                 record.worker = worker
                 worker.followers.append(record)
                 self._followed.add(worker)
-                worker.register(record.key, rt.functions[record.key])
+                worker.register(record.key, self._functions[record.key])
                 worker.enqueue(*built)
         for demand in reversed(back):
-            rt.scheduler.run(rt.scheduler.resubmit_front(demand))
+            self._scheduler.run(self._scheduler.resubmit_front(demand))
 
     def _pass_lease(self, worker, grant):
         """The running task on ``worker`` is done (or given back): its first follower, if any,
@@ -538,7 +538,7 @@ class TaskManager:
     def _lease_passed(self, worker, follower, grant):
         """After :meth:`_pass_lease` (lock released): the follower is running; fill the line
         behind it up again once it is down to :data:`REFILL_AT`."""
-        self.rt.events.running(follower.task_id, worker)
+        self._events.running(follower.task_id, worker)
         if len(worker.followers) <= REFILL_AT:
             self._prefetch(worker, follower, grant)
         worker.flush()
@@ -561,7 +561,7 @@ class TaskManager:
         other lines wait for something else, an infeasible GPU task, a busy custom resource)."""
         if not self._followed:
             return
-        fits_now = self.rt.scheduler.fits_now
+        fits_now = self._scheduler.fits_now
         with self._lock:
             asked = [w for w in list(self._followed)
                      if w.followers and fits_now(w.followers[0].units) and self._release_followers_locked(w)]
@@ -570,14 +570,12 @@ class TaskManager:
 
     def _requeue(self, record):
         """A follower given back unstarted: first in its line again."""
-        rt = self.rt
-        rt.scheduler.run(rt.scheduler.resubmit_front(record.demand))
+        self._scheduler.run(self._scheduler.resubmit_front(record.demand))
 
     def on_released(self, worker, message, buffers):
         """The worker dropped an unstarted task as asked: queue it again. If the driver had
         already made it the running one (its predecessor's result came first), the lease goes
         to the next follower or ends."""
-        rt = self.rt
         grant = follower = None
         with self._lock:
             self._releasing.discard(message.task_id)
@@ -596,8 +594,8 @@ class TaskManager:
         if follower is not None:
             self._lease_passed(worker, follower, grant)
         elif grant is not None:
-            rt.pool.put_back(worker)
-            rt.scheduler.release_and_start(grant)
+            self._pool.put_back(worker)
+            self._scheduler.release_and_start(grant)
         if cancelled:
             self._finish_cancelled(record)
         else:

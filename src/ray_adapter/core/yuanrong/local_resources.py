@@ -57,7 +57,7 @@ class LocalResources:
         self._waiting = {}  # key -> _Waiter not granted yet
         self._held = {}     # key -> Grant held by a running task or a live actor
         self._closed = None  # the error every request gets after close()
-        self._infeasible = InfeasibleWarnings()  # request shapes warned about, once each
+        self._infeasible = InfeasibleWarnings(scheduler.total)  # shapes warned about, once each
 
     # -- the requesting thread (a yr thread running a task or an actor's constructor) --------
     def acquire(self, key, resources, placement=None, name="", callback=None, actor=False):
@@ -82,7 +82,7 @@ class LocalResources:
             self._waiting[key] = waiter
         where = placement if in_group or (placement is not None and placement.kind == "node") else None
         if not self.scheduler.feasible(units, where):
-            self._infeasible.warn(name, resources, self.scheduler.total())
+            self._infeasible.warn(name, resources)
         demand = waiter.demand = Demand(self, waiter, units, where)
         grant = self.scheduler.submit(demand)
         if grant is not None:

@@ -1,77 +1,30 @@
-"""The embedded backend's cluster surface: nodes, resources, placement groups, the State API.
+"""The State API's records of the embedded runtime (``ray.util.state``'s ``list_*``): tasks,
+nodes, placement groups, actors, workers and objects, built from what each component holds.
 
-Mixed into :class:`~ray_adapter.core.embedded.backend.EmbeddedBackend`; every method delegates
-to a component (the scheduler, :mod:`.nodes`, :mod:`.placement`, :mod:`.task_events`) and builds
-the neutral records of :class:`~ray_adapter.core.interface.RuntimeCore`. Stateless itself.
+Stateless: every call reads its collaborators' snapshots (each taken under that component's own
+lock) and builds plain dicts; any thread may call.
 """
-from ray_adapter.core import serialization
 from ray_adapter.core.embedded.actors import creation_task_id
 from ray_adapter.core.embedded.nodes import describe
 from ray_adapter.core.embedded.pool import WorkerState
-from ray_adapter.core.interface import CallContext
 
 
-class ClusterStateMixin:
-    """nodes(), resources, context(), placement groups, add/remove node, state()."""
+class StateReports:
+    """``state(kind)`` for the State API (mirrors the records of Ray's ``ray.util.state``)."""
 
-    # -- nodes and resources -----------------------------------------------------------------
-    def nodes(self):
-        return self.node_manager.describe_all()
+    def __init__(self, *, job_id, driver_worker_id, driver_pid, objects, scheduler, events,
+                 groups, actors, pool):
+        """Collaborators: the job and driver it reports (``job_id``, ``driver_worker_id``,
+        ``driver_pid``), and the components whose records it reads: the ``objects`` table, the
+        ``scheduler`` (nodes), task ``events``, placement ``groups``, ``actors`` and the worker
+        ``pool``."""
+        self.job_id, self.driver_worker_id, self._pid = job_id, driver_worker_id, driver_pid
+        self.objects, self.scheduler, self.events = objects, scheduler, events
+        self.groups, self.actors, self.pool = groups, actors, pool
 
-    def cluster_resources(self):
-        return self.scheduler.total()
-
-    def available_resources(self):
-        return self.scheduler.available()
-
-    def resources_per_node(self, which):
-        return self.scheduler.per_node(which)
-
-    def add_node(self, spec):
-        self._check_started()
-        return self.node_manager.add(spec)
-
-    def remove_node(self, node_id):
-        self._check_started()
-        self.node_manager.remove(node_id)
-
-    def context(self):
-        return CallContext(job_id=self.job_id, node_id=self.node_id, worker_id=self.driver_worker_id,
-                           namespace=self.namespace, is_driver=True, task_id=self.driver_task_id,
-                           runtime_env=self.job_runtime_env, node_ip_address=self.head_ip,
-                           gcs_address=self.address)
-
-    # -- placement groups --------------------------------------------------------------------
-    def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None,
-                               _creator_actor=None):
-        self._check_started()
-        return self.groups.create(bundles, strategy, name, lifetime, label_selectors,
-                                  creator_actor=_creator_actor)
-
-    def remove_placement_group(self, placement_group_id):
-        self._check_started()
-        self.groups.remove(placement_group_id)
-
-    def placement_group_table(self, placement_group_id):
-        self._check_started()
-        return self.groups.table(placement_group_id)
-
-    def wait_placement_group(self, placement_group_id, timeout):
-        self._check_started()
-        return self.groups.wait(placement_group_id, timeout)
-
-    def placement_group_ready(self, placement_group_id, value):
-        self._check_started()
-        return self.groups.ready(placement_group_id, serialization.dumps(value))
-
-    def placement_group_ready_serialized(self, placement_group_id, data):
-        """:meth:`placement_group_ready` with the value already serialized (a worker's)."""
-        self._check_started()
-        return self.groups.ready(placement_group_id, data)
-
-    # -- the State API -----------------------------------------------------------------------
     def state(self, kind):
-        self._check_started()
+        """Records of ``kind`` (tasks, nodes, placement_groups, actors, workers, objects), as
+        dicts with the fields of Ray's State API; raises ValueError for another kind."""
         if kind == "tasks":
             return self.events.records()
         if kind == "nodes":
