@@ -15,6 +15,9 @@ thread) are only queued here and sent in batches by one thread (``ref_loop``), i
 they happened; the last drop of an id returns it. Counts and the messages they decide are
 changed under one lock (queueing on the channel is no I/O), so a borrow and a return of one id
 always reach the driver in the order they were decided.
+
+Cluster state (nodes, resources, placement groups, State API records) is one typed query each
+(``protocol.QUERIES``, answered by ``service.ANSWERS``); those keep no state here.
 """
 import contextvars
 import itertools
@@ -28,7 +31,6 @@ from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.task_support import retry_blob
-from ray_adapter.core.embedded.worker_queries import ClusterQueriesMixin
 from ray_adapter.core.execution import serialize_args, serialize_value
 from ray_adapter.core.interface import ArgRef, CallContext, RuntimeCore
 from ray_adapter.core.threads import start_daemon
@@ -49,7 +51,7 @@ class _Slot:
         self.callback = callback
 
 
-class WorkerCore(ClusterQueriesMixin, RuntimeCore):
+class WorkerCore(RuntimeCore):
     """The runtime core of a worker process."""
 
     backend_name = "embedded"
@@ -376,6 +378,66 @@ class WorkerCore(ClusterQueriesMixin, RuntimeCore):
             accelerator_ids={k: list(v) for k, v in a.accelerators.items()} if a is not None else {},
             is_canceled=canceled, actor_is_async=host is not None and host.is_async,
             function_name=current_function.get())
+
+    # -- cluster state -----------------------------------------------------------------------
+    def nodes(self):
+        return self._query(protocol.NodesQuery)
+
+    def cluster_resources(self):
+        return self._query(protocol.ClusterResourcesQuery)
+
+    def available_resources(self):
+        return self._query(protocol.AvailableResourcesQuery)
+
+    # -- placement groups, state -------------------------------------------------------------
+    def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None):
+        return self._query(protocol.CreatePlacementGroupQuery, bundles=bundles, strategy=strategy,
+                           name=name, lifetime=lifetime, label_selectors=label_selectors,
+                           creator_actor=self._worker.actor_id)
+
+    def remove_placement_group(self, placement_group_id):
+        return self._query(protocol.RemovePlacementGroupQuery, placement_group_id=placement_group_id)
+
+    def placement_group_table(self, placement_group_id):
+        return self._query(protocol.PlacementGroupTableQuery, placement_group_id=placement_group_id)
+
+    def placement_group_ready(self, placement_group_id, value):
+        buffers = []
+        payload = to_payload(serialization.dumps(value), buffers)
+        return self._own([self._query(protocol.PlacementGroupReadyQuery, buffers,
+                                      placement_group_id=placement_group_id, value=payload)])[0]
+
+    def wait_placement_group(self, placement_group_id, timeout):
+        # The driver never blocks a worker's reader: wait on a ready() object here instead.
+        oid = self.placement_group_ready(placement_group_id, None)
+        try:
+            ready, _ = self.wait([oid], 1, timeout)
+            if not ready:
+                return False
+            try:
+                self.get([oid], 0)
+            except errors.PlacementGroupRemoved:
+                raise
+            except errors.CoreError:
+                return False
+            return True
+        finally:
+            self.remove_local_reference(oid)
+
+    def captured_placement_group(self):
+        a = self._worker.assignment
+        if a is not None and a.capture and a.group_id:
+            return a.group_id, a.bundle_index
+        return None
+
+    def state(self, kind):
+        return self._query(protocol.StateQuery, kind=kind)
+
+    def resources_per_node(self, which):
+        return self._query(protocol.ResourcesPerNodeQuery, which=which)
+
+    def object_store_stats(self):
+        return self._query(protocol.ObjectStoreStatsQuery)
 
 
 
