@@ -5,6 +5,8 @@ the adapter does not provide raises :class:`ray_adapter.gaps.RayAdapterGapError`
 ``AttributeError``) that says why and what to use instead. Importing this package starts
 nothing: the runtime starts at ``ray.init()`` or at the first ``.remote()``/``ray.get``/``ray.put``.
 """
+import sys as _sys
+
 from ray_adapter import RAY_API_VERSION as __version__  # noqa: N811 - Ray's own name
 from ray_adapter import gaps as _gaps
 from ray_adapter import matrix as _matrix
@@ -13,7 +15,7 @@ from ray_adapter.ray import (_common, _private, actor, exceptions, experimental,
 from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
                                              get_actor, get_gpu_ids, init, is_initialized, kill,
                                              nodes, put, shutdown, wait)
-from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator, ObjectRefGenerator
+from ray_adapter.ray._raylet import DynamicObjectRefGenerator, ObjectRefGenerator
 from ray_adapter.ray._private.profiling import timeline
 from ray_adapter.ray._raylet import ActorID, JobID, NodeID, ObjectRef, PlacementGroupID, TaskID, WorkerID
 from ray_adapter.ray.actor import method
@@ -86,9 +88,9 @@ def __dir__():
 
 def __getattr__(name):
     if name == "cloudpickle":  # Ray binds it at `import ray`; here at first use (imports cloudpickle)
-        import importlib
+        import ray_adapter.ray.cloudpickle  # not `from . import`: that would ask this __getattr__
 
-        return importlib.import_module("ray_adapter.ray.cloudpickle")
+        return _sys.modules["ray_adapter.ray.cloudpickle"]
     if name == "__all__":
         return [n for n, e in _matrix.symbols("ray").items() if e.available]
     return _gaps.module_getattr("ray")(name)

@@ -8,13 +8,14 @@ from ray_adapter import gaps
 from ray_adapter.core import contained
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import actor_methods as _methods
+from ray_adapter.ray._private.actor_methods import exit_actor  # noqa: F401 - Ray's home of it
 from ray_adapter.ray._private import generators as _generators
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import context_if_started, core as _ensure_core
 from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator  # noqa: F401 - Ray's name here
 from ray_adapter.ray._private.signatures import checker_for
-from ray_adapter.ray._raylet import ActorID
+from ray_adapter.ray._private.object_refs import ActorID
 from ray_adapter.ray.remote_function import _Submitting, _check_call, _to_core_args, _wrap_returns
 
 
@@ -416,16 +417,6 @@ def _drop_handle(core, actor_id):
         core.remove_actor_handle(actor_id)
     except Exception:  # interpreter shutdown: nothing left to release
         pass
-
-
-def exit_actor():
-    """End the current actor from inside one of its methods (mirrors ``ray.actor.exit_actor``):
-    the actor is not restarted and later calls raise ``ActorDiedError``. Raises ``TypeError``
-    outside an actor."""
-    ctx = context_if_started()
-    if ctx is None or ctx.actor_id is None:
-        raise TypeError("exit_actor API is called on a non-actor worker.")
-    _ensure_core().exit_current_actor()
 
 
 __getattr__ = gaps.module_getattr("ray.actor")

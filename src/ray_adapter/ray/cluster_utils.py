@@ -18,10 +18,15 @@ store. Needs the embedded runtime (yr has no way to add nodes).
 """
 import itertools
 import os
-import threading
 
+from ray_adapter import core as _core
 from ray_adapter import gaps
 from ray_adapter.core.interface import NodeSpec
+from ray_adapter.ray._private import local_clusters as _local_clusters
+from ray_adapter.ray._private.core_access import core as _ensure_core
+from ray_adapter.ray._private.core_access import translated
+from ray_adapter.ray._private.worker import init as _init
+from ray_adapter.ray._private.session import shutdown as _shutdown
 
 #: Whether :class:`Cluster` is unavailable on this platform (Ray's flag, True on Windows only;
 #: Ray's tests mark cluster tests with it). The adapter runs on Linux, where Cluster works.
@@ -29,8 +34,6 @@ cluster_not_supported = os.name == "nt"
 
 _DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "object_store_memory": 150 * 1024 * 1024}
 _NODE_KEYS = ("num_cpus", "num_gpus", "memory", "_memory", "object_store_memory", "resources", "labels")
-_lock = threading.Lock()
-_clusters = {}  # address -> Cluster not yet connected, or connected
 _ports = itertools.count(6380)
 
 
@@ -95,8 +98,7 @@ class Cluster:
         self._shutdown_at_exit = shutdown_at_exit
         if not initialize_head and connect:
             raise RuntimeError("Cannot connect to uninitialized cluster.")
-        with _lock:
-            _clusters[self._address] = self
+        _local_clusters.register(self._address, self)
         if initialize_head:
             self.add_node(**(head_node_args or {}))
             if connect:
@@ -111,17 +113,13 @@ class Cluster:
         return self.address
 
     def _running(self):
-        from ray_adapter import core
-
-        return self.connected and core.is_started()
+        return self.connected and _core.is_started()
 
     def connect(self, namespace=None):
         """``ray.init(address=cluster.address)``: start the runtime with this cluster's nodes."""
-        from ray_adapter.ray._private.worker import init
-
         assert self.address is not None
         assert not self.connected
-        init(address=self.address, namespace=namespace, ignore_reinit_error=True)
+        _init(address=self.address, namespace=namespace, ignore_reinit_error=True)
 
     def add_node(self, wait=True, **node_args):
         """Add a node (the first one is the head); returns its :class:`_ClusterNode`. Keywords:
@@ -134,10 +132,8 @@ class Cluster:
             return node
         node = _ClusterNode(self, _spec(node_args, f"127.0.0.{next(self._ips)}"), False)
         if self._running():
-            from ray_adapter.ray._private.core_access import core, translated
-
             with translated:
-                core().add_node(node.spec)
+                _ensure_core().add_node(node.spec)
         self.worker_nodes.add(node)
         return node
 
@@ -147,9 +143,7 @@ class Cluster:
         the driver runs on shuts the runtime down and raises ValueError, as in Ray."""
         if node is self.head_node:
             if self._running():
-                from ray_adapter.ray._private.worker import shutdown
-
-                shutdown()
+                _shutdown()
                 self.connected = False
                 raise ValueError(
                     "Removing a node that is connected to this Ray client is not allowed because "
@@ -159,19 +153,15 @@ class Cluster:
             return
         self.worker_nodes.discard(node)
         if self._running():
-            from ray_adapter.ray._private.core_access import core, translated
-
             with translated:
-                core().remove_node(node.node_id)
+                _ensure_core().remove_node(node.node_id)
 
     def wait_for_nodes(self, timeout=30):
         """Return once every added node is alive (nodes join at once here); raises
         TimeoutError when the runtime reports a different number of live nodes."""
         if not self._running():
             return
-        from ray_adapter.ray._private.core_access import core
-
-        live = [n for n in core().nodes() if n["alive"]]
+        live = [n for n in _ensure_core().nodes() if n["alive"]]
         if len(live) != len(self.list_all_nodes()):
             raise TimeoutError("Timed out while waiting for nodes to join.")
 
@@ -187,36 +177,10 @@ class Cluster:
         for node in list(self.worker_nodes):
             self.remove_node(node)
         if self._running():
-            from ray_adapter.ray._private.worker import shutdown
-
-            shutdown()
+            _shutdown()
         self.connected = False
         self.head_node = None
-        with _lock:
-            _clusters.pop(self._address, None)
-
-
-def _init_options_for(address):
-    """``(head NodeSpec, [worker NodeSpec])`` of the Cluster at ``address`` (``"auto"``: the
-    one cluster of this process), or None; marks it connected. Used by ``ray.init``."""
-    with _lock:
-        if address == "auto":
-            candidates = [c for c in _clusters.values() if c.head_node is not None]
-            cluster = candidates[-1] if candidates else None
-        else:
-            cluster = _clusters.get(address)
-    if cluster is None or cluster.head_node is None:
-        return None
-    cluster.connected = True
-    workers = sorted(cluster.worker_nodes, key=lambda n: int(n.node_ip_address.rsplit(".", 1)[-1]))
-    return cluster.head_node.spec, [n.spec for n in workers]
-
-
-def _disconnected(address=None):
-    """``ray.shutdown()`` ended the runtime: clusters are no longer connected."""
-    with _lock:
-        for cluster in _clusters.values():
-            cluster.connected = False
+        _local_clusters.unregister(self._address)
 
 
 __getattr__ = gaps.module_getattr("ray.cluster_utils")

@@ -12,7 +12,7 @@ from ray_adapter.ray._private import placement as _placement
 from ray_adapter.ray._private.core_access import core as _ensure_core, translated
 from ray_adapter.ray._private.object_ref_generator import ObjectRefGenerator  # noqa: F401 - Ray's name here
 from ray_adapter.ray._private.signatures import checker_for
-from ray_adapter.ray._raylet import ObjectRef, from_old_sessions, unknown_owner_error
+from ray_adapter.ray._private.object_refs import ObjectRef, from_old_sessions, unknown_owner_error
 
 
 def _to_core_args(args, kwargs):

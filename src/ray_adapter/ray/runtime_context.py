@@ -5,7 +5,7 @@ import warnings
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import context as _context
 from ray_adapter.ray._private.global_worker import global_worker as _global_worker
-from ray_adapter.ray._raylet import ActorID, JobID, NodeID, PlacementGroupID, TaskID
+from ray_adapter.ray._private.object_refs import ActorID, JobID, NodeID, PlacementGroupID, TaskID
 
 logger = logging.getLogger("ray.runtime_context")  # Ray's name: on the "ray" logger
 

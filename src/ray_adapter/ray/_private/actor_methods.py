@@ -13,6 +13,8 @@ import inspect
 
 from ray_adapter.core import TaskOptions
 from ray_adapter.ray._private import generators
+from ray_adapter.ray._private.core_access import context_if_started
+from ray_adapter.ray._private.core_access import core as _ensure_core
 
 METHOD_OPTIONS_ATTR = "__ray_method_options__"
 #: Ray's own attribute names for ``@ray.method`` options (frameworks read them).
@@ -56,8 +58,6 @@ def _modify_class(cls):
         def __ray_terminate__(self):
             """End the actor after the calls queued before this one (``exit_actor()``); the
             call's own result raises ActorDiedError, as every later call does."""
-            from ray_adapter.ray.actor import exit_actor
-
             exit_actor()
 
     Class.__module__ = cls.__module__
@@ -110,3 +110,13 @@ def call_options(meta, method_name, options):
         concurrency_group=group, max_task_retries=options.get("max_task_retries"),
         retry_exceptions=tuple(retry) if isinstance(retry, list) else retry)
     return opts, num_returns == generators.DYNAMIC
+
+
+def exit_actor():
+    """End the current actor from inside one of its methods (mirrors ``ray.actor.exit_actor``):
+    the actor is not restarted and later calls raise ``ActorDiedError``. Raises ``TypeError``
+    outside an actor."""
+    ctx = context_if_started()
+    if ctx is None or ctx.actor_id is None:
+        raise TypeError("exit_actor API is called on a non-actor worker.")
+    _ensure_core().exit_current_actor()

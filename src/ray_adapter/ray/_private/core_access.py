@@ -3,16 +3,29 @@
 Every proxy module reaches the core through here: :func:`core` (the running core, started on
 first use as Ray does), :func:`context` (the caller's :class:`~ray_adapter.core.CallContext`)
 and :data:`translated` (a context manager turning the core's neutral errors into the Ray
-exceptions, with Ray's text, on every call). A leaf module: it imports no other proxy module at
-import time, so ``_private.worker``, ``_raylet``, ``actor`` and ``remote_function`` need not
-import each other.
+exceptions, with Ray's text, on every call). The bottom of the proxy's layers: it imports only
+the proxy's exception translation (:mod:`.errors`), never a module that uses it. Starting the
+runtime on first use calls the session's ``init``, which :mod:`.session` registers here when it
+loads (:func:`set_starter`): the session sits above this module, as it checks options and
+configures logging.
 """
 import threading
 
 from ray_adapter import core as _core
 from ray_adapter.core import errors as core_errors
+# Loaded with ray, not at the first failure: a failure is translated even when the process is
+# out of file descriptors, and unread errors are reported from a thread of the core's.
+from ray_adapter.ray._private.errors import from_core_error
 
 _start_lock = threading.RLock()
+_starter = None  # the session's ``init`` (set_starter); ``ray_adapter.ray`` always loads it
+
+
+def set_starter(init):
+    """Register ``init()`` (the session's ``ray.init`` with no arguments) as what starts the
+    runtime on the first call that needs it."""
+    global _starter
+    _starter = init
 
 
 def core():
@@ -22,9 +35,7 @@ def core():
         return current
     with _start_lock:
         if not _core.is_started():
-            from ray_adapter.ray._private.worker import init
-
-            init()
+            _starter()
     return _core.current()
 
 
@@ -53,8 +64,6 @@ class _Translated:
 
     def __exit__(self, kind, value, tb):
         if value is not None and isinstance(value, core_errors.CoreError):
-            from ray_adapter.ray._private.errors import from_core_error
-
             raise from_core_error(value) from None
         return False
 
@@ -64,6 +73,4 @@ translated = _Translated()
 
 def ray_error(err):
     """The Ray exception for a core error (for code that must build it, not raise it)."""
-    from ray_adapter.ray._private.errors import from_core_error
-
     return from_core_error(err)

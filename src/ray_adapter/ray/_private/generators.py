@@ -9,9 +9,12 @@ mode of its own for it; an integer keeps the generator's first values as plain r
 import inspect
 import warnings
 
-from ray_adapter.ray._raylet import ObjectRef
+from ray_adapter.core import TaskOptions
+from ray_adapter.ray._private.core_access import context, translated
+from ray_adapter.ray._private.core_access import core as _ensure_core
+from ray_adapter.ray._private.object_refs import ObjectRef
 
-STREAMING, DYNAMIC = "streaming", "dynamic"
+from ray_adapter.ray._private.options import DYNAMIC, STREAMING, call_mode  # noqa: F401
 
 
 class RayDeprecationWarning(DeprecationWarning):
@@ -44,18 +47,6 @@ def validate_num_returns(is_generator, num_returns, stacklevel=3):
         raise ValueError(
             f"num_returns='{num_returns}' can only be used with generator functions (functions "
             "that use 'yield'). The decorated function is not a generator function.")
-
-
-def call_mode(is_generator, num_returns):
-    """``(generator, num_returns)`` for the core: ``generator`` is "streaming" or None (a
-    dynamic call is a one-return call of :class:`DynamicGeneratorCall`)."""
-    if num_returns is None:
-        return (STREAMING, 1) if is_generator else (None, 1)
-    if num_returns == STREAMING:
-        return STREAMING, 1
-    if num_returns == DYNAMIC:
-        return None, 1
-    return None, num_returns
 
 
 def wrap_returns(ids, generator, num_returns, core):
@@ -96,14 +87,20 @@ class DynamicGeneratorCall:
         return _collect(result)
 
 
+def _put(value):
+    """``ray.put(value)`` in the worker running the generator."""
+    core = _ensure_core()
+    with translated:
+        return ObjectRef(core.put(value), core, _add_ref=False)  # put counted this reference
+
+
 def _collect(gen):
     from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator
-    from ray_adapter.ray._private.worker import put
 
     refs = []
     try:
         for value in gen:
-            refs.append(put(value))
+            refs.append(_put(value))
     except Exception as exc:  # noqa: BLE001 - the error is the last value, as in Ray
         refs.append(_error_ref(exc))
     return DynamicObjectRefGenerator(refs)
@@ -111,24 +108,27 @@ def _collect(gen):
 
 async def _collect_async(agen):
     from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator
-    from ray_adapter.ray._private.worker import put
 
     refs = []
     try:
         async for value in agen:
-            refs.append(put(value))
+            refs.append(_put(value))
     except Exception as exc:  # noqa: BLE001
         refs.append(_error_ref(exc))
     return DynamicObjectRefGenerator(refs)
 
 
 def _error_ref(exc):
-    """A ref whose ``ray.get`` raises ``exc`` as the task's error (RayTaskError(cls))."""
-    from ray_adapter.ray._private.core_access import context
-    from ray_adapter.ray.remote_function import RemoteFunction
+    """A ref whose ``ray.get`` raises ``exc`` as the task's error (RayTaskError(cls)): a task
+    of the same name that raises it, submitted to the core as a remote function would be."""
+    core = _ensure_core()
+    options = TaskOptions(name=context().task_name or "task", max_retries=0, resources={"CPU": 1.0})
+    with translated:
+        ids = core.submit_task(_reraise, _RERAISE_KEY, (_Raised(exc),), {}, options)
+    return ObjectRef(ids[0], core, _add_ref=False)  # the core counted it
 
-    name = context().task_name or "task"
-    return RemoteFunction(_reraise, {"name": name, "max_retries": 0}).remote(_Raised(exc))
+
+_RERAISE_KEY = b"ray_adapter.ray._private.generators._reraise"
 
 
 class _Raised:

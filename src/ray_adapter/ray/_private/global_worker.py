@@ -8,15 +8,10 @@ by the runtime core.
 from ray_adapter import core as _core
 from ray_adapter.ray._private.core_access import context_if_started
 from ray_adapter.ray._private.core_access import core as _ensure_core
+from ray_adapter.ray._private import session as _session
 
 SCRIPT_MODE = 0
 WORKER_MODE = 1
-
-
-def _worker_module():
-    from ray_adapter.ray._private import worker
-
-    return worker
 
 
 class _GcsClient:
@@ -24,7 +19,7 @@ class _GcsClient:
 
     @property
     def address(self):
-        return _ensure_core().context().gcs_address or (_worker_module()._context or {}).get("gcs_address", "")
+        return _ensure_core().context().gcs_address or (_session._context or {}).get("gcs_address", "")
 
 
 class _Node:
@@ -36,7 +31,7 @@ class _Node:
 
     @property
     def address_info(self):
-        return dict(_worker_module()._context or {})
+        return dict(_session._context or {})
 
     @property
     def node_id(self):
@@ -63,7 +58,7 @@ class _CoreWorker:
         it; a producer paused by backpressure goes on); the nil ref if not yet. Raises
         ``ObjectRefStreamEndOfStreamError`` once the stream ended with every item taken."""
         from ray_adapter.ray._private.core_access import translated
-        from ray_adapter.ray._raylet import ObjectRef
+        from ray_adapter.ray._private.object_refs import ObjectRef
         from ray_adapter.ray.exceptions import GetTimeoutError, ObjectRefStreamEndOfStreamError
 
         core = self._core_of(generator_ref)
@@ -81,7 +76,7 @@ class _CoreWorker:
         ``ray.wait``; it holds no reference) and whether it is ready now (also True once the
         stream ended). Takes nothing."""
         from ray_adapter.ray._private.core_access import translated
-        from ray_adapter.ray._raylet import ObjectRef
+        from ray_adapter.ray._private.object_refs import ObjectRef
 
         core = self._core_of(generator_ref)
         with translated:
@@ -136,7 +131,7 @@ class _GlobalWorker:
 
     @property
     def placement_group_id(self):
-        from ray_adapter.ray._raylet import PlacementGroupID
+        from ray_adapter.ray._private.object_refs import PlacementGroupID
 
         group = _ensure_core().context().placement_group_id
         return PlacementGroupID(group) if group else PlacementGroupID.nil()
@@ -168,7 +163,7 @@ class _GlobalWorker:
 
     @property
     def current_job_id(self):
-        from ray_adapter.ray._raylet import JobID
+        from ray_adapter.ray._private.object_refs import JobID
 
         return JobID(_ensure_core().context().job_id)
 

@@ -13,7 +13,7 @@ import asyncio
 import sys
 
 from ray_adapter.ray._private.core_access import core as _core, translated
-from ray_adapter.ray._raylet import ObjectRef
+from ray_adapter.ray._private.object_refs import ObjectRef
 
 
 def _ray():

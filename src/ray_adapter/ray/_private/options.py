@@ -284,11 +284,26 @@ def _resources(options, default_cpus):
     return {k: v for k, v in out.items() if v}
 
 
+#: ``num_returns`` of a generator call: items stream as they are yielded (Ray's default for a
+#: generator function), or (deprecated) the whole generator runs and returns one ref.
+STREAMING, DYNAMIC = "streaming", "dynamic"
+
+
+def call_mode(is_generator, num_returns):
+    """``(generator, num_returns)`` for the core: ``generator`` is "streaming" or None (a
+    dynamic call is a one-return call of :class:`DynamicGeneratorCall`)."""
+    if num_returns is None:
+        return (STREAMING, 1) if is_generator else (None, 1)
+    if num_returns == STREAMING:
+        return STREAMING, 1
+    if num_returns == DYNAMIC:
+        return None, 1
+    return None, num_returns
+
+
 def task_options(options, function_name, is_generator=False, repr_name=None):
     """:class:`TaskOptions` for a remote function's merged options (``is_generator``: it is a
     generator function, which streams unless ``num_returns`` is an integer)."""
-    from ray_adapter.ray._private.generators import call_mode
-
     generator, num_returns = call_mode(is_generator, options.get("num_returns"))
     backpressure = options.get("_generator_backpressure_num_objects")
     retry = options.get("retry_exceptions", False)

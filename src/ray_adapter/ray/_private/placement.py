@@ -11,17 +11,16 @@ inside a capturing task or actor joins its group. :func:`with_capture` applies i
 runtime core says cheaply whether the caller captures (``RuntimeCore.captured_placement_group``).
 """
 import dataclasses
-import re
+import sys
 import warnings
 
 from ray_adapter.core.scheduling import LabelMatch, Placement
+from ray_adapter.ray._private.label_selectors import label_selector
 
 ACCELERATOR_PREFIX = "accelerator_type:"
 #: The share of ``accelerator_type:<name>`` a task or actor asks for, as in Ray.
 ACCELERATOR_SHARE = 0.001
 
-_LABEL = r"[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?"
-_SELECTOR_VALUE = re.compile(rf"^!?(?:in)?\({_LABEL}(?:, ?{_LABEL})*\)$|^!?{_LABEL}$")
 _STRATEGY_TYPES = ("(<class 'NoneType'>, <class 'str'>, <class 'ray.util.scheduling_strategies."
                    "PlacementGroupSchedulingStrategy'>, <class 'ray.util.scheduling_strategies."
                    "NodeAffinitySchedulingStrategy'>, <class 'ray.util.scheduling_strategies."
@@ -37,11 +36,12 @@ _OPTION_TYPES = {
 
 def _classes():
     """The placement_group module (not the function ``ray.util`` binds to that name) and
-    the scheduling_strategies module."""
-    import importlib
+    the scheduling_strategies module: Ray's classes the options are checked against (loaded
+    on first use: ``ray.util`` loads much more)."""
+    import ray_adapter.ray.util.placement_group  # noqa: F401 - read from sys.modules below
+    from ray_adapter.ray.util import scheduling_strategies
 
-    return (importlib.import_module("ray_adapter.ray.util.placement_group"),
-            importlib.import_module("ray_adapter.ray.util.scheduling_strategies"))
+    return sys.modules["ray_adapter.ray.util.placement_group"], scheduling_strategies
 
 
 def check_type(key, value):
@@ -69,32 +69,6 @@ def check_type(key, value):
 def _ray_type(value):
     return f"<class '{type(value).__module__}.{type(value).__qualname__}'>".replace(
         "<class 'builtins.", "<class '").replace("ray_adapter.ray.", "ray.")
-
-
-def label_selector(selector, option):
-    """``{label: "value" | "!value" | "in(a,b)" | "!in(a,b)"}`` as LabelMatch expressions."""
-    out = []
-    for key, value in (selector or {}).items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"Invalid label key {key!r} in {option}.")
-        if value is None or value == "":
-            out.append(LabelMatch(key, "exists"))
-            continue
-        if not isinstance(value, str) or not _SELECTOR_VALUE.match(value):
-            raise ValueError(
-                f"Invalid label selector value `{value}`. The label selector value should contain "
-                "optional operators and a label value. Supported operators are: ! and {'in'}. "
-                "Value must be 63 chars or less beginning and ending with an alphanumeric "
-                "character ([a-z0-9A-Z]) with dashes (-), underscores (_),dots (.), and "
-                "alphanumerics between.")
-        negate = value.startswith("!")
-        body = value[1:] if negate else value
-        if body.startswith("in(") or body.startswith("("):
-            values = tuple(v.strip() for v in body[body.index("(") + 1:-1].split(","))
-        else:
-            values = (body,)
-        out.append(LabelMatch(key, "not_in" if negate else "in", values))
-    return tuple(out)
 
 
 def _label_expressions(expressions):
@@ -196,7 +170,7 @@ def with_capture(core, opts, resources, repr_name, actor_default=False):
         return opts
     if placement is None:
         pg_module, _ = _classes()
-        from ray_adapter.ray._raylet import PlacementGroupID
+        from ray_adapter.ray._private.object_refs import PlacementGroupID
 
         group = pg_module.PlacementGroup(PlacementGroupID(captured[0]))
         check_group(group, -1, resources, repr_name, actor_default)

@@ -8,6 +8,7 @@ Provided: ``available_resources_per_node()``, ``total_resources_per_node()``,
 ``node_table``, ``_live_node_ids`` and the per-node resource methods. Anything else of Ray's
 private module raises AttributeError.
 """
+from ray_adapter.ray._private import session as _session
 from ray_adapter.ray._private.core_access import context, core, translated
 
 NODE_ID_PREFIX = "node:"
@@ -50,9 +51,34 @@ class GlobalState:
         return None
 
     def node_table(self):
-        from ray_adapter.ray._private.worker import nodes as ray_nodes
-
-        return ray_nodes()
+        """One dict per node, with Ray's keys (what ``ray.nodes()`` returns)."""
+        core_ = core()
+        out = []
+        with translated:
+            found = core_.nodes()
+        for n in found:
+            out.append({
+                "NodeID": n["node_id"],
+                "Alive": n["alive"],
+                "NodeManagerAddress": n["address"],
+                "NodeManagerHostname": n["hostname"],
+                "NodeManagerPort": 0,
+                "ObjectManagerPort": 0,
+                "ObjectStoreSocketName": "",
+                "RayletSocketName": "",
+                "MetricsExportPort": _session._context.address_info.get("metrics_export_port", -1)
+                if _session._context is not None else -1,  # one endpoint per machine: every node's
+                "MetricsAgentPort": -1,
+                "DashboardAgentListenPort": -1,
+                "NodeName": n["address"],
+                "RuntimeEnvAgentPort": 0,
+                "DeathReason": 0,
+                "DeathReasonMessage": "",
+                "alive": n["alive"],
+                "Resources": dict(n["resources_total"]),
+                "Labels": {"ray.io/node-id": n["node_id"], **n.get("labels", {})},
+            })
+        return out
 
     def available_resources_per_node(self):
         """``{node id hex: {resource: amount}}`` of what is free on each live node (a

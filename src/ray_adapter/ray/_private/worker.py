@@ -1,71 +1,44 @@
-"""The core Ray API (``ray.init``, ``ray.get``, ``ray.put``, ...), as ``ray._private.worker``.
+"""The core Ray API (``ray.init``, ``ray.get``, ``ray.put``, ``ray.wait``, ...), as
+``ray._private.worker``.
 
 Each function checks its arguments the way Ray 2.x does, then calls the runtime core
-(:mod:`ray_adapter.core`); core failures are turned into :mod:`ray.exceptions` classes.
+(:mod:`ray_adapter.core`); core failures are turned into :mod:`ray.exceptions` classes. ``init``
+checks its arguments and hands the session (:mod:`.session`, which holds what it started and
+``shutdown``) the core's options. The top layer of the proxy: it may import every
+implementation module, and none imports it (``init`` is registered with :mod:`.core_access` as
+what starts the runtime on a first call without ``ray.init()``).
 """
-import atexit
 import logging
 import os
-import sys
-import threading
 
-from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
+from ray_adapter import gaps
 from ray_adapter.core import InitOptions, ids
 from ray_adapter.core import relays as _relays
-# Loaded with ray, not at the first failure: a failure is translated even when the process is
-# out of file descriptors, and unread errors are reported from a thread of the core's.
-from ray_adapter.ray._private import errors as _errors  # noqa: F401
+from ray_adapter.ray._private import core_access as _core_access
+from ray_adapter.ray._private import local_clusters as _local_clusters
 from ray_adapter.ray._private import log_setup as _log_setup
 from ray_adapter.ray._private import options as _options
+from ray_adapter.ray._private import session as _session
+from ray_adapter.ray._private import state as _state
 from ray_adapter.ray._private.core_access import context_if_started, ray_error, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
-from ray_adapter.ray._raylet import UNKNOWN_OWNER_ADVICE, ObjectRef, from_old_sessions
+from ray_adapter.ray._private.global_worker import SCRIPT_MODE, WORKER_MODE, global_worker  # noqa: F401
+from ray_adapter.ray._private.session import RayContext, is_initialized, shutdown  # noqa: F401
+from ray_adapter.ray._private.object_refs import UNKNOWN_OWNER_ADVICE, ObjectRef, from_old_sessions
 
 LOCAL_MODE = 2
-
-_init_lock = threading.RLock()
 logger = logging.getLogger("ray._private.worker")  # Ray's name: records go to the "ray" logger
-
-
-class RayContext(dict):
-    """What ``ray.init()`` returns (``ray._private.worker.RayContext``): a context manager that
-    shuts Ray down on exit; ``address_info`` keys are also readable as items."""
-
-    def __init__(self, address_info):
-        super().__init__(address_info)
-        self.address_info = address_info
-        self.dashboard_url = ""
-        self.python_version = "{}.{}.{}".format(*sys.version_info[:3])
-        self.ray_version = RAY_API_VERSION
-        self.ray_commit = "ray-adapter"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        shutdown()
-
-    def disconnect(self):
-        shutdown()
-
-    def __repr__(self):
-        return (f"RayContext(dashboard_url={self.dashboard_url!r}, python_version="
-                f"{self.python_version!r}, ray_version={self.ray_version!r}, "
-                f"ray_commit={self.ray_commit!r})")
-
-
-from ray_adapter.ray._private.global_worker import (  # noqa: E402,F401 - and the modes
-    SCRIPT_MODE, WORKER_MODE, global_worker)
-
-_context = None
 
 
 def __getattr__(name):
     # Ray's module-level ``_global_node``: this process's node while connected, else None
-    # (``ray.util.get_node_ip_address`` reads it through the module, as Ray's does).
+    # (``ray.util.get_node_ip_address`` reads it through the module, as Ray's does); the
+    # session's context, read through the module as it changes.
     if name == "_global_node":
         return global_worker.node
+    if name == "_context":
+        return _session._context
     raise AttributeError(f"module 'ray._private.worker' has no attribute {name!r}")
 
 
@@ -95,11 +68,6 @@ def _override_resources(num_cpus, num_gpus, memory, object_store_memory, resourc
             env.get("object_store_memory", object_store_memory), merged)
 
 
-def is_initialized():
-    """``ray.is_initialized()``: True after ``ray.init()`` in the driver, always in workers."""
-    return _core.is_started()
-
-
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None,
          object_store_memory=None, local_mode=False, ignore_reinit_error=False,
          include_dashboard=None, dashboard_host="127.0.0.1", dashboard_port=None, job_config=None,
@@ -116,7 +84,6 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
     unless ``ignore_reinit_error=True``; an option the adapter cannot honour raises
     :class:`ray_adapter.gaps.RayAdapterOptionError`.
     """
-    global _context
     given = {k: v for k, v in dict(
         address=address, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources, labels=labels,
         object_store_memory=object_store_memory, local_mode=local_mode or None,
@@ -126,14 +93,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         cgroup_path=cgroup_path, system_reserved_cpu=system_reserved_cpu,
         system_reserved_memory=system_reserved_memory, proxy_server_url=proxy_server_url,
         **kwargs).items() if v is not None}
-    with _init_lock:
-        if _core.is_started():
-            if ignore_reinit_error:
-                return _context or RayContext({})
-            raise RuntimeError(
-                "Maybe you called ray.init twice by accident? This error can be suppressed by "
-                "passing in 'ignore_reinit_error=True' or by calling 'ray.shutdown()' prior to "
-                "'ray.init()'.")
+
+    def make_options():  # after the re-init check, under the session's lock, as in Ray
+        nonlocal address, object_store_memory, num_cpus, num_gpus, resources
         if address is None:
             address = os.environ.get("RAY_ADDRESS") or None
             if address is not None:
@@ -150,8 +112,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         _check_address(address)
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise TypeError("namespace must be None or a non-empty string.")
-        for key in ("num_cpus", "num_gpus", "object_store_memory", "resources", "runtime_env"):
-            _options._check_value(key, locals()[key])
+        for key, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus), ("resources", resources),
+                           ("object_store_memory", object_store_memory), ("runtime_env", runtime_env)):
+            _options._check_value(key, value)
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise TypeError("runtime_env must be a dict or a ray.runtime_env.RuntimeEnv.")
         _log_setup.configure_at_init(configure_logging, logging_level, logging_format)
@@ -170,23 +133,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
             opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
             opts.resources, opts.labels = dict(head.resources), dict(head.labels)
-        _, info = _core.start(opts)
-        _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
-        address_info = {
-            "node_ip_address": info.get("node_ip_address", "127.0.0.1"),
-            "redis_address": None,
-            "object_store_address": "",
-            "raylet_socket_name": "",
-            "webui_url": "",
-            "session_dir": "",
-            "metrics_export_port": info.get("metrics_export_port", -1),
-            "gcs_address": info.get("address", ""),
-            "address": info.get("address", ""),
-            "dashboard_agent_listen_port": -1,
-            "node_id": info.get("node_id", ""),
-        }
-        _context = RayContext(address_info)
-        return _context
+        return opts
+
+    context = _session.start(make_options, ignore_reinit_error)
+    _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
+    return context
 
 
 def _report_unhandled_error(error):
@@ -223,9 +174,7 @@ def _cluster_nodes(address, num_cpus, num_gpus, **node_options):
     nodes have theirs."""
     if not address:
         return None
-    from ray_adapter.ray import cluster_utils
-
-    found = cluster_utils._init_options_for(address)
+    found = _local_clusters.init_options_for(address)
     if found is None:
         return None
     if num_cpus is not None or num_gpus is not None:
@@ -235,8 +184,6 @@ def _cluster_nodes(address, num_cpus, num_gpus, **node_options):
         if value is not None:
             raise ValueError(f"When connecting to an existing cluster, {name} must not be provided.")
     if _core.select_backend(None) != "embedded":
-        from ray_adapter import gaps
-
         raise gaps.attribute_gap_error("ray.cluster_utils", "Cluster")
     return found
 
@@ -250,8 +197,6 @@ def _job_env(runtime_env):
 
 def _check_address(address):
     """Ray Client (``ray://``) cannot be served; ``auto`` needs a cluster to attach to."""
-    from ray_adapter import gaps
-
     if address and address.startswith("ray://"):
         raise gaps.option_gap_error(
             "ray.init", f"address={address!r}",
@@ -263,26 +208,6 @@ def _check_address(address):
             "Could not find any running Ray instance. ray.init(address='auto') attaches to an "
             "existing cluster: set YR_SERVER_ADDRESS to a Yuanrong cluster, or call ray.init() "
             "to start the embedded runtime.")
-
-
-def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
-    """Stop the runtime this driver started (mirrors ``ray.shutdown``): every worker process
-    exits and every object is freed. A no-op when not initialized or inside a worker."""
-    global _context
-    with _init_lock:
-        ctx = context_if_started()
-        if ctx is not None and not ctx.is_driver:
-            return
-        _core.shutdown()
-        _context = None
-        if "ray_adapter.ray.cluster_utils" in sys.modules:
-            sys.modules["ray_adapter.ray.cluster_utils"]._disconnected()
-
-
-# As Ray (registered when the module loads): the driver's runtime is shut down when the
-# interpreter exits, before objects are finalized, so ``is_initialized()`` is False in the
-# ``__del__`` methods that run then (and a call there behaves as after ``ray.shutdown()``).
-atexit.register(shutdown, _exiting_interpreter=True)
 
 
 def _check_refs(object_refs):
@@ -496,34 +421,9 @@ def get_actor(name, namespace=None):
 
 
 def nodes():
-    """One dict per node, with Ray's keys (mirrors ``ray.nodes``)."""
-    core = _ensure_core()
-    out = []
-    with translated:
-        found = core.nodes()
-    for n in found:
-        out.append({
-            "NodeID": n["node_id"],
-            "Alive": n["alive"],
-            "NodeManagerAddress": n["address"],
-            "NodeManagerHostname": n["hostname"],
-            "NodeManagerPort": 0,
-            "ObjectManagerPort": 0,
-            "ObjectStoreSocketName": "",
-            "RayletSocketName": "",
-            "MetricsExportPort": _context.address_info.get("metrics_export_port", -1)
-            if _context is not None else -1,  # one endpoint per machine: every node's
-            "MetricsAgentPort": -1,
-            "DashboardAgentListenPort": -1,
-            "NodeName": n["address"],
-            "RuntimeEnvAgentPort": 0,
-            "DeathReason": 0,
-            "DeathReasonMessage": "",
-            "alive": n["alive"],
-            "Resources": dict(n["resources_total"]),
-            "Labels": {"ray.io/node-id": n["node_id"], **n.get("labels", {})},
-        })
-    return out
+    """One dict per node, with Ray's keys (mirrors ``ray.nodes``, which reads Ray's global
+    state's node table)."""
+    return _state.state.node_table()
 
 
 def cluster_resources():
@@ -545,3 +445,6 @@ def get_gpu_ids():
     the driver."""
     ctx = context_if_started()
     return list(ctx.gpu_ids) if ctx is not None else []
+
+
+_core_access.set_starter(init)  # the first API call without ray.init() starts the runtime

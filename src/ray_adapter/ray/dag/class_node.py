@@ -14,6 +14,8 @@ class ClassNode(DAGNode):
     actor (with ``Cls``'s options) and gives its handle; ``node.method`` gives an unbound
     method node whose ``.bind(...)`` makes a :class:`ClassMethodNode`."""
 
+    _compile_role = "class"  # what the compiler makes of it (compiled_dag_node)
+
     def __init__(self, cls, cls_args, cls_kwargs, cls_options, other_args_to_resolve=None):
         self._body = cls  # the ActorClass, options included
         self._last_call = None
@@ -67,6 +69,8 @@ class ClassMethodNode(DAGNode):
     """One bound actor-method call (mirrors ``ray.dag.ClassMethodNode``): executing it calls
     ``method.remote(*args, **kwargs)`` on its actor (the handle, or the actor its ClassNode
     created in this execution) and gives the ObjectRef(s)."""
+
+    _compile_role = "method"  # what the compiler makes of it (compiled_dag_node)
 
     def __init__(self, method_name, method_args, method_kwargs, method_options, other_args_to_resolve):
         self._method_name = method_name

@@ -12,18 +12,21 @@ dag.execute_async(...)`` gives a :class:`CompiledDAGFuture` to await.
 import asyncio
 import itertools
 
+from ray_adapter import gaps
+from ray_adapter.ray._private.core_access import core as _ensure_core
+from ray_adapter.ray._private.core_access import translated
+from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
+from ray_adapter.ray.dag.context import DAGContext
+from ray_adapter.ray.exceptions import GetTimeoutError, RayChannelError, RayChannelTimeoutError
+
 _NO_INPUT = ("No InputNode found in the DAG: when traversing upwards, no upstream node was "
              "found for {node}.")
 
 
 def build_compiled_dag(root, enable_asyncio=False):
-    """Check ``root``'s graph as Ray's compiler does; returns its :class:`CompiledDAG`."""
-    from ray_adapter.ray.dag.class_node import ClassMethodNode, ClassNode
-    from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
-    from ray_adapter.ray.dag.function_node import FunctionNode
-    from ray_adapter.ray.dag.input_node import InputAttributeNode, InputNode
-    from ray_adapter.ray.dag.output_node import MultiOutputNode
-
+    """Check ``root``'s graph as Ray's compiler does; returns its :class:`CompiledDAG`. Each
+    node says what it is by its class's ``_compile_role`` (:class:`~.dag_node.DAGNode`), so
+    this module needs none of the node modules (they import the one that imports this)."""
     nodes, stack, seen = [], [root], set()
     while stack:
         node = stack.pop()
@@ -33,25 +36,23 @@ def build_compiled_dag(root, enable_asyncio=False):
         nodes.append(node)
         stack.extend(node._children())
     for node in nodes:  # Ray marks the graph's input before checking the rest
-        if isinstance(node, InputNode):
+        if node._compile_role == "input":
             earlier = node.__dict__.setdefault("_compiled_root", root)
             if earlier is not root:
                 raise ValueError("The DAG was compiled more than once. The following two nodes "
                                  f"call `experimental_compile`: (1) {earlier}, (2) {root}")
     has_input = False
     for node in nodes:
-        if isinstance(node, FunctionNode):
+        role = node._compile_role
+        if role == "function":
             raise NotImplementedError("Compiled DAGs currently only support actor method nodes")
-        if isinstance(node, ClassNode):
+        if role == "class" or (role == "method" and getattr(
+                node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY), "_compile_role", None) == "class"):
             raise ValueError("Compiled DAGs can only bind methods to an actor that is already "
                              "created with Actor.remote()")
-        if isinstance(node, ClassMethodNode) and isinstance(
-                node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY), ClassNode):
-            raise ValueError("Compiled DAGs can only bind methods to an actor that is already "
-                             "created with Actor.remote()")
-        if isinstance(node, (InputNode, InputAttributeNode)):
+        if role in ("input", "input_attribute"):
             has_input = True
-        elif not isinstance(node, (ClassMethodNode, MultiOutputNode)):
+        elif role not in ("method", "outputs"):
             raise NotImplementedError(f"Compiled DAGs do not support {type(node).__name__} nodes")
     if not has_input:
         raise ValueError(_NO_INPUT.format(node=root))
@@ -65,12 +66,9 @@ class CompiledDAG:
     _ids = itertools.count()
 
     def __init__(self, root, enable_asyncio=False):
-        from ray_adapter.ray.dag.context import DAGContext
-        from ray_adapter.ray.dag.output_node import MultiOutputNode
-
         self._get_timeout = DAGContext.get_current().get_timeout
         self._root = root
-        self._multi = isinstance(root, MultiOutputNode)
+        self._multi = root._compile_role == "outputs"
         self._enable_asyncio = enable_asyncio
         self._executions = itertools.count()
         self._dag_id = f"{next(self._ids):032x}"
@@ -81,8 +79,6 @@ class CompiledDAG:
 
     def _check_open(self):
         if self.is_teardown:
-            from ray_adapter.ray.exceptions import RayChannelError
-
             raise RayChannelError("Channel closed.")
 
     def execute(self, *args, **kwargs):
@@ -115,22 +111,20 @@ class CompiledDAG:
             return
         self.is_teardown = True
         if kill_actors:
-            from ray_adapter.ray._private.worker import kill
-            from ray_adapter.ray.actor import ActorHandle
-            from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
-
-            stack, seen = [self._root], set()
+            # The graph's actors (each method node's parent is an actor handle: the compiler
+            # refused any other), killed as ``ray.kill(handle)`` does, without restart.
+            stack, seen, core = [self._root], set(), _ensure_core()
             while stack:
                 node = stack.pop()
-                parent = node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY)
-                if isinstance(parent, ActorHandle) and parent._ray_actor_id not in seen:
-                    seen.add(parent._ray_actor_id)
-                    kill(parent)
+                actor_id = getattr(node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY),
+                                   "_ray_actor_id", None)
+                if actor_id is not None and actor_id not in seen:
+                    seen.add(actor_id)
+                    with translated:
+                        core.kill_actor(actor_id, True)
                 stack.extend(node._children())
 
     def visualize(self, *args, **kwargs):
-        from ray_adapter import gaps
-
         raise gaps.attribute_gap_error("ray.dag", "CompiledDAG.visualize")
 
     def __repr__(self):
@@ -167,15 +161,12 @@ class CompiledDAGRef:
         """The result, waiting at most ``timeout`` seconds (None: ``DAGContext.get_timeout``
         as the graph was compiled; -1: forever). Raises ``ValueError`` the second time,
         ``RayChannelTimeoutError`` when the wait runs out, else what ``ray.get`` raises."""
-        from ray_adapter.ray._private.worker import get
-        from ray_adapter.ray.exceptions import GetTimeoutError, RayChannelTimeoutError
-
         if self._ray_get_called:
             raise ValueError("ray.get() can only be called once on a CompiledDAGRef, and it was "
                              "already called.")
         limit = self._dag._get_timeout if timeout is None else timeout
         try:
-            value = get(self._ref, timeout=None if limit is not None and limit < 0 else limit)
+            value = _get_one(self._ref, None if limit is not None and limit < 0 else limit)
         except GetTimeoutError:
             raise RayChannelTimeoutError(
                 "If the execution is expected to take a long time, increase "
@@ -184,6 +175,14 @@ class CompiledDAGRef:
         self._ray_get_called = True
         self._ref = None
         return value
+
+
+def _get_one(ref, timeout):
+    """``ray.get(ref, timeout=timeout)`` of one execution's ObjectRef (``timeout``: seconds,
+    None: forever); raises what ``ray.get`` raises."""
+    core = _ensure_core()
+    with translated:
+        return core.get([ref._id], timeout)[0]
 
 
 class CompiledDAGFuture:

@@ -60,6 +60,11 @@ class DAGNode:
     prepares an actor graph for repeated execution (:mod:`.compiled_dag_node`).
     """
 
+    #: What the compiler makes of a node of this class: ``"method"`` (an actor method call),
+    #: ``"input"`` / ``"input_attribute"``, ``"outputs"``, ``"class"`` / ``"function"``
+    #: (refused, as Ray refuses them); None: a kind compiled graphs do not support.
+    _compile_role = None
+
     def __init__(self, args, kwargs, options, other_args_to_resolve):
         self._bound_args = tuple(args or ())
         self._bound_kwargs = dict(kwargs or {})

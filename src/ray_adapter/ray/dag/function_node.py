@@ -6,6 +6,8 @@ class FunctionNode(DAGNode):
     """``f.bind(*args, **kwargs)`` (mirrors ``ray.dag.FunctionNode``): executing it submits
     ``f.remote(*args, **kwargs)`` (with ``f``'s options) and gives its ObjectRef(s)."""
 
+    _compile_role = "function"  # what the compiler makes of it (compiled_dag_node)
+
     def __init__(self, func_body, func_args, func_kwargs, func_options, other_args_to_resolve=None):
         self._body = func_body  # the RemoteFunction, options included
         super().__init__(func_args, func_kwargs, func_options, other_args_to_resolve)

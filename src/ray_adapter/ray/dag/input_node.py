@@ -34,6 +34,8 @@ class InputNode(DAGNode):
     Takes no arguments (``ValueError`` otherwise); ``input_type`` is accepted for Ray's
     visualizers."""
 
+    _compile_role = "input"  # what the compiler makes of it (compiled_dag_node)
+
     def __init__(self, *args, input_type=None, _other_args_to_resolve=None, **kwargs):
         if args or kwargs:
             raise ValueError("InputNode should not take any args or kwargs.")
@@ -84,6 +86,8 @@ class InputNode(DAGNode):
 
 class InputAttributeNode(DAGNode):
     """One index, key or attribute of a graph's input (mirrors ``ray.dag.InputAttributeNode``)."""
+
+    _compile_role = "input_attribute"  # what the compiler makes of it (compiled_dag_node)
 
     def __init__(self, dag_input_node, key, accessor_method, input_type=None):
         self._dag_input_node = dag_input_node

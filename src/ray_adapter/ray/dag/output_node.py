@@ -6,6 +6,8 @@ class MultiOutputNode(DAGNode):
     """``MultiOutputNode([node, ...])`` (mirrors ``ray.dag.MultiOutputNode``): executing it
     gives the list of its nodes' results (ObjectRefs), in order."""
 
+    _compile_role = "outputs"  # what the compiler makes of it (compiled_dag_node)
+
     def __init__(self, args, other_args_to_resolve=None):
         if isinstance(args, tuple):
             args = list(args)

@@ -1,6 +1,8 @@
 """``ray.experimental``: ``ray.experimental.state.api`` (the old home of the State API, which
 real workloads still import) and ``ray.experimental.tqdm_ray`` are provided; Ray's other
 experimental APIs are gaps (see the compat matrix)."""
+import sys
+
 from ray_adapter import gaps
 
 _gap_getattr = gaps.module_getattr("ray.experimental")
@@ -8,7 +10,7 @@ _gap_getattr = gaps.module_getattr("ray.experimental")
 
 def __getattr__(name):
     if name == "tqdm_ray":  # Ray's `import ray` binds it; here at first use
-        import importlib
+        import ray_adapter.ray.experimental.tqdm_ray  # not `from . import`: it asks this __getattr__
 
-        return importlib.import_module("ray_adapter.ray.experimental.tqdm_ray")
+        return sys.modules["ray_adapter.ray.experimental.tqdm_ray"]
     return _gap_getattr(name)

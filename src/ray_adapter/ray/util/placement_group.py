@@ -11,9 +11,9 @@ import warnings
 
 from ray_adapter import gaps
 from ray_adapter.core import errors as core_errors
-from ray_adapter.ray._private import placement as _placement
+from ray_adapter.ray._private.label_selectors import label_selector
 from ray_adapter.ray._private.core_access import context as _context, core as _core, translated
-from ray_adapter.ray._raylet import ObjectRef, PlacementGroupID
+from ray_adapter.ray._private.object_refs import ObjectRef, PlacementGroupID
 
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
 NODE_ID_LABEL_KEY = "ray.io/node-id"
@@ -43,12 +43,10 @@ class PlacementGroup:
     def ready(self):
         """An ObjectRef that resolves to this group once every bundle is reserved; ``ray.get``
         on it raises ``TaskPlacementGroupRemoved`` if the group is removed first."""
-        from ray_adapter.ray._private.worker import put
-
-        if self.is_empty:
-            return put(self)
         core = _core()
         with translated:
+            if self.is_empty:  # ready at once, as ``ray.put(self)``
+                return ObjectRef(core.put(self), core, _add_ref=False)
             object_id = core.placement_group_ready(self.id.binary(), self)
         return ObjectRef(object_id, core, _add_ref=False)
 
@@ -116,7 +114,7 @@ def placement_group(bundles, strategy=None, name="", lifetime=None, _soft_target
         strategy = "PACK"
     selectors = None
     if bundle_label_selector:
-        selectors = [_placement.label_selector(s, "bundle_label_selector") for s in bundle_label_selector]
+        selectors = [label_selector(s, "bundle_label_selector") for s in bundle_label_selector]
     core = _core()
     with translated:
         group_id = core.create_placement_group([dict(b) for b in bundles], strategy, name or "",

@@ -5,7 +5,7 @@ actors (the strings ``"DEFAULT"`` and ``"SPREAD"`` are accepted too). Each class
 arguments as Ray's does and raises ``ValueError`` with Ray's message.
 """
 from ray_adapter import gaps
-from ray_adapter.ray._raylet import NodeID
+from ray_adapter.ray._private.object_refs import NodeID
 
 
 class PlacementGroupSchedulingStrategy:
