@@ -71,7 +71,7 @@ class ActorsMixin:
             self._actors[actor_id] = actor
         try:
             packed, dep_indexes, deps = self._pack_args(args, kwargs)
-            env = self._env_vars(options.runtime_env)
+            env = self.job_env.env_vars(options.runtime_env)
             placement = options.scheduling
             in_group = placement is not None and placement.in_group
             groups = dict(options.concurrency_groups or {})

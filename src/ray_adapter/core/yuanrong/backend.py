@@ -32,7 +32,7 @@ from ray_adapter.core.embedded.resources import detect_accelerators
 from ray_adapter.core.yuanrong import shell, thread_env, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorsMixin
 from ray_adapter.core.yuanrong.cluster import ClusterMixin
-from ray_adapter.core.yuanrong.envs import EnvsMixin, shared_environ
+from ray_adapter.core.yuanrong.envs import JobEnv, shared_environ
 from ray_adapter.core.metrics import MetricsExport
 from ray_adapter.core.yuanrong.exit_grace import EXIT_GRACE_S, exit_grace as _exit_grace
 from ray_adapter.core.yuanrong.completions import completion_of
@@ -70,7 +70,7 @@ def _outcome_box(future):
 
 
 class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, ResourceGroupsMixin,
-                      HoldersMixin, EnvsMixin, RuntimeCore):
+                      HoldersMixin, RuntimeCore):
     """Runtime core over ``yr``; ``yr_module`` may be a recording stand-in in tests.
 
     Lifecycle and tasks live here; objects, actors and cluster state in the mixins of
@@ -121,7 +121,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             if options.num_gpus is not None:
                 accelerators["GPU"] = options.num_gpus
             self.num_gpus, self.num_npus = accelerators.get("GPU"), accelerators.get("NPU")
-        self._start_job_env(options.runtime_env)
+        self.job_env = JobEnv(options.runtime_env, self.local_mode)
+        self.job_env.start()
         self._owns_yr = not yr.is_initialized()
         if self._owns_yr:
             # yr's native init prints notices on stdout (kept off the program's stdout) and, in
@@ -164,8 +165,8 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         kwargs = {"ns": self.namespace, "log_to_driver": options.log_to_driver}
         if options.num_cpus is not None:
             kwargs["num_cpus"] = int(options.num_cpus)
-        if self._config_env():
-            kwargs["runtime_env"] = self._config_env()
+        if self.job_env.config_env():
+            kwargs["runtime_env"] = self.job_env.config_env()
         if self.local_mode:
             kwargs["local_mode"] = True
             return yr.Config(**kwargs)
@@ -235,7 +236,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
         if self._local is not None:  # requests still waiting for resources fail
             self._local.close(gone)
         self._close_groups(gone)
-        self._stop_job_env()
+        self.job_env.stop()
         shared_environ.release_all()  # what actors still held (local mode: this process's env)
         self.metrics.close()
         for actor in actors:
@@ -318,7 +319,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             kwargs["get_if_exists"] = True
         if detached:
             kwargs["custom_extensions"] = {"lifecycle": "detached"}
-        env = self._env_vars(runtime_env)
+        env = self.job_env.env_vars(runtime_env)
         if env:
             kwargs["env_vars"] = env
         return kwargs
@@ -334,7 +335,7 @@ class YuanrongBackend(ObjectsMixin, StreamsMixin, ActorsMixin, ClusterMixin, Res
             blob = self._blobs[function_key] = b"" if self.local_mode else serialization.dumps_plain(function)
         packed, dep_indexes, deps = self._pack_args(args, kwargs)
         task_id = self._ids.task()
-        env = self._env_vars(options.runtime_env)
+        env = self.job_env.env_vars(options.runtime_env)
         retry_on = options.retry_exceptions
         placement = options.scheduling
         in_group = placement is not None and placement.in_group

@@ -112,7 +112,7 @@ class ClusterMixin:
             assigned_resources={k: float(v) for k, v in resources.items()} if in_call else {},
             gpu_ids=list(devices.get("GPU", ())),
             accelerator_ids={k: list(v) for k, v in devices.items()},
-            actor_handle_meta=meta, runtime_env=self.runtime_env, node_ip_address=self._node_ip(),
+            actor_handle_meta=meta, runtime_env=self.job_env.runtime_env, node_ip_address=self._node_ip(),
             placement_group_id=group[0] if group else None,
             capture_child_tasks=bool(group and group[1]),
             gcs_address=getattr(self, "address", ""),

@@ -133,15 +133,25 @@ def setup_once(env_vars):
 YR_CONFIG_FIELDS = ("env_vars", "working_dir")
 
 
-class EnvsMixin:
-    """Runtime envs of a :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`."""
+class JobEnv:
+    """The job's runtime env on the yuanrong backend (``ray.init(runtime_env=...)``), and each
+    task's or actor's env merged over it (see the module notes).
 
-    def _start_job_env(self, env):
-        """Local mode: the job env's paths on sys.path, its setup hook run here. Raises
-        EnvSetupFailed when the hook fails."""
+    Owned by the thread that starts and shuts down the runtime (``start`` / ``stop``); the
+    other methods only read what ``start`` set, from any thread.
+    """
+
+    def __init__(self, env, local_mode):
+        """``env``: the job's runtime env (a dict, checked by the proxy; None: none);
+        ``local_mode``: yr's local mode (tasks are threads of this process)."""
         self.runtime_env = dict(env or {})
         self.runtime_env.pop("excludes", None)  # nothing is copied here; Ray drops it too
+        self.local_mode = local_mode
         self._added_paths = []
+
+    def start(self):
+        """Local mode: the job env's paths on sys.path, its setup hook run here. Raises
+        EnvSetupFailed when the hook fails."""
         if not self.local_mode:
             return
         paths = []
@@ -157,29 +167,31 @@ class EnvsMixin:
         if failure is not None:
             raise errors.EnvSetupFailed(failure)
 
-    def _stop_job_env(self):
+    def stop(self):
         """Take the job's paths off sys.path again (at shutdown)."""
-        for path in getattr(self, "_added_paths", ()):
+        for path in self._added_paths:
             try:
                 sys.path.remove(path)
             except ValueError:
                 pass
         self._added_paths = []
 
-    def _config_env(self):
+    def config_env(self):
         """The part of the job's env yr's ``Config`` takes (None: nothing); in local mode only
         env_vars (the paths are this process's business)."""
         fields = YR_CONFIG_FIELDS[:1] if self.local_mode else YR_CONFIG_FIELDS
         env = {k: self.runtime_env[k] for k in fields if self.runtime_env.get(k)}
         return env or None
 
-    def _effective_env(self, requested):
-        """``requested`` over the job's env. Raises EnvSetupFailed for a package URI."""
+    def effective(self, requested):
+        """``requested`` (a task's or actor's env, or None) over the job's env. Raises
+        EnvSetupFailed for a working_dir or py_modules of its own."""
         if requested and (requested.get("working_dir") or requested.get("py_modules")):
             raise errors.EnvSetupFailed(
                 "the yuanrong backend has no packages of this session: a task or actor cannot "
                 "name a working_dir or py_modules of its own (set them in ray.init)")
         return merge(self.runtime_env, requested) if requested else self.runtime_env
 
-    def _env_vars(self, requested):
-        return dict(self._effective_env(requested).get("env_vars") or {})
+    def env_vars(self, requested):
+        """The ``env_vars`` (``{name: value}``) a call with env ``requested`` runs with."""
+        return dict(self.effective(requested).get("env_vars") or {})
