@@ -3,6 +3,7 @@ constructor's named collaborators (the real scheduler and object table where the
 needs them, small fakes of a worker process and of the worker pool), as Ray tests its core
 worker's parts apart from a running cluster. The real-process tests cover them wired together."""
 import threading
+import time
 
 import pytest
 
@@ -164,3 +165,71 @@ def test_infeasible_warnings_are_given_once_per_shape(capfd):
     err = capfd.readouterr().err
     assert err.count("which no node can satisfy") == 2
     assert "'f'" in err and "'g'" not in err and "'h'" in err and "'CPU': 1.0" in err
+
+
+# -- the worker's actor host: an async actor's calls take its slots in arrival order -------------
+class FakeActorWorker:
+    """Stands for the worker process an actor host answers through: records the answers."""
+
+    actor_id = b"a" * ids.ACTOR_ID_SIZE
+    actor_label = None
+    exit_actor_after_call = False
+
+    def __init__(self):
+        self.done = []
+
+    def send_done(self, task_id, reply, retryable=False):
+        self.done.append(task_id)
+
+
+def _on_loop(loop, fn):
+    """Run ``fn()`` on ``loop``'s thread and wait for it."""
+    done = threading.Event()
+    loop.call_soon_threadsafe(lambda: (fn(), done.set()))
+    assert done.wait(10)
+
+
+def test_an_async_actor_gives_its_slots_in_arrival_order_whenever_its_constructor_ends():
+    """A call whose first step ran before the constructor ended, and one that arrives just
+    after, in the same turn of the loop as the constructor's end: the first still runs first
+    (max_concurrency=1), as in Ray. The loop is held so that the second call and the
+    constructor's end are queued together; waiting for the constructor before taking a slot
+    let the second call take the one slot first."""
+    from types import SimpleNamespace
+
+    from ray_adapter.core.embedded.executors import ActorHost
+    from ray_adapter.core.embedded.protocol import to_payload
+    from ray_adapter.core.execution import serialize_args
+
+    order = []
+
+    class Actor:
+        async def call(self, i):
+            order.append(i)
+
+    worker = FakeActorWorker()
+    host = ActorHost(worker, SimpleNamespace(is_async=True, max_concurrency=1,
+                                             concurrency_groups=None, backpressure=-1))
+    host.instance, host.actor_cls = Actor(), Actor
+    group = host.loops[""]
+
+    def call(i):
+        buffers = []
+        message = protocol.CallActor(task_id=bytes([i]) * ids.TASK_ID_SIZE, method="call",
+                                     args=to_payload(serialize_args((i,), {}), buffers), deps=[],
+                                     num_returns=1, name="Actor.call")
+        host.accept(message, buffers)
+
+    call(1)
+    _on_loop(group.loop, lambda: None)  # its first step ran: it waits for the constructor
+    held, release = threading.Event(), threading.Event()
+    group.loop.call_soon_threadsafe(lambda: (held.set(), release.wait(10)))
+    assert held.wait(10)
+    call(2)  # queued on the held loop...
+    group.loop.call_soon_threadsafe(group.ready.set)  # ...then the constructor's end, as create() does
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(worker.done) < 2 and time.monotonic() < deadline:
+        _on_loop(group.loop, lambda: None)
+    assert order == [1, 2] and worker.done == [bytes([1]) * ids.TASK_ID_SIZE, bytes([2]) * ids.TASK_ID_SIZE]
+    group.loop.call_soon_threadsafe(group.loop.stop)

@@ -182,10 +182,14 @@ class ActorHost:
         self._finish(task_id, reply, where, retryable)
 
     async def _run_async(self, message, buffers, group_loop):
-        """One call on its group's loop (``group_loop``), within the group's limit."""
-        await group_loop.ready.wait()
+        """One call on its group's loop (``group_loop``), within the group's limit. The slot is
+        taken first, at the call's first step, and only then the constructor waited for: the
+        tasks start in arrival order, so slots go in arrival order (waiting for the constructor
+        first let a call that arrived after it finished overtake one that arrived before, and
+        a ``max_concurrency=1`` actor ran its second call first)."""
         task_id, name = message.task_id, message.name
         async with group_loop.limit:
+            await group_loop.ready.wait()
             token = current_call.set((task_id, name, self.worker.actor_id))
             function_token = current_function.set(function_descriptor(self.actor_cls, message.method))
             retryable = started = False
