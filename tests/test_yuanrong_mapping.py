@@ -166,3 +166,28 @@ def test_ray_client_address_is_a_documented_gap(ray_module):
 
     with pytest.raises(RayAdapterOptionError, match="ray://"):
         ray_module.init(address="ray://head:10001")
+
+
+def test_only_yr_local_workers_refused_at_exit_are_kept_off_stderr(monkeypatch):
+    """yr-local's scale-out thread refused by its pool at interpreter exit is yr's noise after
+    the program ended (dropped); the same error of another thread, another error of a yr
+    worker, or that error before exit began, are still printed."""
+    import concurrent.futures.thread
+    import threading
+    from types import SimpleNamespace
+
+    from ray_adapter.core.yuanrong.exit_grace import is_yr_exit_noise
+
+    Worker = pytest.importorskip("yr.local_mode.worker").Worker
+
+    refused = RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    def args(exc, thread):
+        return SimpleNamespace(exc_type=type(exc), exc_value=exc, exc_traceback=None, thread=thread)
+
+    assert not is_yr_exit_noise(args(refused, Worker()))  # not exiting: printed
+    monkeypatch.setattr(concurrent.futures.thread, "_shutdown", True)
+    assert is_yr_exit_noise(args(refused, Worker()))
+    assert not is_yr_exit_noise(args(refused, threading.Thread()))
+    assert not is_yr_exit_noise(args(RuntimeError("boom"), Worker()))
+    assert not is_yr_exit_noise(args(ValueError(str(refused)), Worker()))
