@@ -265,6 +265,19 @@ def test_dynamic_generators(ray):
         dyn = ray.get(Source.remote().items.options(num_returns="dynamic").remote(), timeout=30)
     assert [ray.get(r) for r in dyn] == ["a", "b"]
 
+    # An ObjectRef yielded is stored as a value, as in Ray (ray.put refuses an ObjectRef, so a
+    # dynamic generator that stored its items with ray.put failed with TypeError here).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+
+        @ray.remote(num_returns="dynamic")
+        def refs():
+            yield ray.put(7)
+
+    inner, = list(ray.get(refs.remote(), timeout=30))
+    value = ray.get(inner, timeout=30)
+    assert isinstance(value, ray.ObjectRef) and ray.get(value, timeout=30) == 7
+
 
 def test_generator_modes_need_generator_functions(ray):
     def plain():
