@@ -84,6 +84,12 @@ show("actor name=''", lambda: Counter.options(name="").remote())
 show("task name=''", lambda: ray.get(ident.options(name="").remote(4)))
 show("max_calls=-1 in .options", lambda: ident.options(max_calls=-1).remote(1))
 show("max_calls=-1 in ray.remote", lambda: ray.remote(max_calls=-1)(lambda: 1))
+# an unknown option keyword: Ray lists the valid ones in its own order
+show("unknown task option", lambda: ray.remote(foo=1)(lambda: 1))
+show("unknown actor option", lambda: ray.remote(foo=1)(Counter))
+# ray.remote takes a Python function or a class, nothing else
+show("ray.remote of a remote function", lambda: ray.remote(ident))
+show("ray.remote of a builtin", lambda: ray.remote(len))
 
 
 # --- an ObjectRef of a wrong size: the ValueError, nothing else ---------------

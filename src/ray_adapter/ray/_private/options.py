@@ -18,6 +18,21 @@ from ray_adapter.core import ActorOptions, TaskOptions
 _OWNER_LABEL = {"task": "remote functions", "actor": "actors", "init": "ray.init",
                 "method": "actor methods"}
 _OWNER_API = {"task": "ray.remote", "actor": "ray.remote", "init": "ray.init", "method": "ray.method"}
+#: The order Ray 2.60 lists a remote function's and an actor's valid options in (its error for an
+#: unknown keyword shows them so): the options both take, then each one's own.
+_COMMON_ORDER = ("label_selector", "fallback_strategy", "accelerator_type", "memory", "name",
+                 "num_cpus", "num_gpus", "object_store_memory", "placement_group",
+                 "placement_group_bundle_index", "placement_group_capture_child_tasks",
+                 "resources", "runtime_env", "scheduling_strategy", "enable_task_events", "_labels")
+_RAY_ORDER = {
+    "task": _COMMON_ORDER + ("max_calls", "max_retries", "num_returns", "retry_exceptions",
+                             "_generator_backpressure_num_objects", "_num_objects_per_yield"),
+    "actor": _COMMON_ORDER + ("concurrency_groups", "enable_tensor_transport", "lifetime",
+                              "max_concurrency", "max_restarts", "max_task_retries",
+                              "max_pending_calls", "namespace", "get_if_exists",
+                              "allow_out_of_order_execution",
+                              "_actor_generator_backpressure_num_objects"),
+}
 _warned = set()
 #: Set by :func:`partial_notes`: the messages of partial values are collected, not warned.
 _notes = contextvars.ContextVar("ray_adapter_partial_notes", default=None)
@@ -68,13 +83,20 @@ def check_runtime_env(owner, runtime_env, backend=None):
         _judge_partial(owner, "runtime_env", runtime_env, entry, backend)
 
 
+def _valid_in_ray_order(owner, table):
+    """The option names of ``table``, in the order Ray lists them (any it does not list, sorted,
+    after them)."""
+    order = _RAY_ORDER.get(owner, ())
+    return [k for k in order if k in table] + sorted(k for k in table if k not in order)
+
+
 def _check_all(owner, options, table, backend, submitting=True):
     for key, value in options.items():
         entry = table.get(key)
         if entry is None:
             raise ValueError(
                 f"Invalid option keyword {key} for {_OWNER_LABEL[owner]}. Valid ones are "
-                f"{sorted(table)}.")
+                f"{_valid_in_ray_order(owner, table)}.")
         _check_value(key, value)
         status = entry.status(backend)
         if status == "supported" or value is None or (key == "runtime_env" and not submitting):
