@@ -10,7 +10,7 @@ import pytest
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
-from ray_adapter.core.embedded.nodes import Nodes, make_head
+from ray_adapter.core.embedded.nodes import Nodes, describe_all, make_head
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
 from ray_adapter.core.embedded.results import error_data
@@ -152,7 +152,7 @@ def test_nodes_add_to_the_scheduler_and_removal_kills_their_workers():
     nodes.remove(added["node_id"])
     assert worker.killed and not node.alive and scheduler.total()["CPU"] == 1
     nodes.remove(added["node_id"])  # removing it again changes nothing
-    assert [n["node_id"] for n in nodes.describe_all()][1] == added["node_id"]
+    assert [n["node_id"] for n in describe_all(scheduler)][1] == added["node_id"]
 
 
 # -- infeasible warnings: once per resource shape, naming the cluster's total -------------------

@@ -26,7 +26,7 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
-from ray_adapter.core.embedded.nodes import Nodes, describe, make_head
+from ray_adapter.core.embedded.nodes import Nodes, describe_all, make_head
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
 from ray_adapter.core.embedded.pool import WorkerPool, worker_environment
@@ -428,7 +428,7 @@ class EmbeddedBackend(RuntimeCore):
     # ================================================================== cluster
     # -- nodes and resources -----------------------------------------------------------------
     def nodes(self):
-        return [describe(n) for n in self.scheduler.nodes.values()]
+        return describe_all(self.scheduler)
 
     def cluster_resources(self):
         return self.scheduler.total()
@@ -480,8 +480,6 @@ class EmbeddedBackend(RuntimeCore):
         """:meth:`placement_group_ready` with the value already serialized (a worker's)."""
         self._check_started()
         return self.groups.ready(placement_group_id, data)
-
-    # -- the State API -----------------------------------------------------------------------
 
     # -- the State API -----------------------------------------------------------------------
     def state(self, kind):

@@ -104,8 +104,11 @@ class Nodes:
             worker.kill_group()  # its reader reaps it; the exit paths retry or fail its work
         self._scheduler.run(failed + granted)
 
-    def describe_all(self):
-        return [describe(n) for n in self._scheduler.nodes.values()]
+
+def describe_all(scheduler):
+    """The core's records of every node the ``scheduler`` knows, removed ones included (as
+    ``RuntimeCore.nodes`` and the State API report them)."""
+    return [describe(n) for n in scheduler.nodes.values()]
 
 
 def describe(node):

@@ -5,7 +5,7 @@ Stateless: every call reads its collaborators' snapshots (each taken under that 
 lock) and builds plain dicts; any thread may call.
 """
 from ray_adapter.core.embedded.actors import creation_task_id
-from ray_adapter.core.embedded.nodes import describe
+from ray_adapter.core.embedded.nodes import describe_all
 from ray_adapter.core.embedded.pool import WorkerState
 
 
@@ -28,7 +28,7 @@ class StateReports:
         if kind == "tasks":
             return self.events.records()
         if kind == "nodes":
-            return [describe(n) for n in self.scheduler.nodes.values()]
+            return describe_all(self.scheduler)
         if kind == "placement_groups":
             return self.groups.table(None)
         if kind == "actors":

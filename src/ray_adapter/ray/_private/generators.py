@@ -12,7 +12,7 @@ import warnings
 from ray_adapter.core import TaskOptions
 from ray_adapter.ray._private.core_access import context, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
-from ray_adapter.ray._private.object_refs import ObjectRef
+from ray_adapter.ray._private.object_refs import ObjectRef, put_object
 
 from ray_adapter.ray._private.options import DYNAMIC, STREAMING, call_mode  # noqa: F401
 
@@ -87,20 +87,13 @@ class DynamicGeneratorCall:
         return _collect(result)
 
 
-def _put(value):
-    """``ray.put(value)`` in the worker running the generator."""
-    core = _ensure_core()
-    with translated:
-        return ObjectRef(core.put(value), core, _add_ref=False)  # put counted this reference
-
-
 def _collect(gen):
     from ray_adapter.ray._private.object_ref_generator import DynamicObjectRefGenerator
 
     refs = []
     try:
         for value in gen:
-            refs.append(_put(value))
+            refs.append(put_object(value))
     except Exception as exc:  # noqa: BLE001 - the error is the last value, as in Ray
         refs.append(_error_ref(exc))
     return DynamicObjectRefGenerator(refs)
@@ -112,7 +105,7 @@ async def _collect_async(agen):
     refs = []
     try:
         async for value in agen:
-            refs.append(_put(value))
+            refs.append(put_object(value))
     except Exception as exc:  # noqa: BLE001
         refs.append(_error_ref(exc))
     return DynamicObjectRefGenerator(refs)

@@ -8,6 +8,7 @@ Ray's reference counting does.
 """
 from ray_adapter import core as _core
 from ray_adapter.core import contained
+from ray_adapter.ray._private import core_access as _core_access
 
 
 class _BaseID:
@@ -224,10 +225,8 @@ class ObjectRef:
         started: the runtime settles it when the object is sealed."""
         import concurrent.futures
 
-        from ray_adapter.ray._private.core_access import core, ray_error, translated
-
-        with translated:
-            inner = core().object_future(self._id)
+        with _core_access.translated:
+            inner = _core_access.core().object_future(self._id)
         outer = concurrent.futures.Future()
 
         def settle(done, ref=self):  # ``ref`` keeps the object alive until then
@@ -238,7 +237,7 @@ class ObjectRef:
                 if exc is None:
                     outer.set_result(done.result())
                 else:
-                    outer.set_exception(ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)
+                    outer.set_exception(_core_access.ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)
             except concurrent.futures.InvalidStateError:  # cancelled just now
                 pass
 
@@ -267,6 +266,16 @@ class ObjectRef:
 
     def __await__(self):
         return self.as_future().__await__()
+
+
+def put_object(value):
+    """Store ``value`` with the running core (started if need be); its :class:`ObjectRef`,
+    holding the one reference the core counted. What ``ray.put`` does after checking its
+    argument (it refuses an ObjectRef; a generator's items and a placement group's own ready
+    object may be anything). Core failures are raised as Ray's exceptions."""
+    core = _core_access.core()
+    with _core_access.translated:
+        return ObjectRef(core.put(value), core, _add_ref=False)
 
 
 def _rebuild(object_id):

@@ -25,7 +25,7 @@ from ray_adapter.ray._private.core_access import context_if_started, ray_error, 
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._private.global_worker import SCRIPT_MODE, WORKER_MODE, global_worker  # noqa: F401
 from ray_adapter.ray._private.session import RayContext, is_initialized, shutdown  # noqa: F401
-from ray_adapter.ray._private.object_refs import UNKNOWN_OWNER_ADVICE, ObjectRef, from_old_sessions
+from ray_adapter.ray._private.object_refs import UNKNOWN_OWNER_ADVICE, ObjectRef, from_old_sessions, put_object
 
 LOCAL_MODE = 2
 logger = logging.getLogger("ray._private.worker")  # Ray's name: records go to the "ray" logger
@@ -133,11 +133,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
             opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
             opts.resources, opts.labels = dict(head.resources), dict(head.labels)
+        _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
         return opts
 
-    context = _session.start(make_options, ignore_reinit_error)
-    _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
-    return context
+    return _session.start(make_options, ignore_reinit_error)
 
 
 def _report_unhandled_error(error):
@@ -272,10 +271,7 @@ def put(value, *, _owner=None, _tensor_transport=None):
         raise TypeError(
             "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
             "you can wrap the ray.ObjectRef in a list and call 'put' on it.")
-    core = _ensure_core()
-    with translated:
-        object_id = core.put(value)
-    return ObjectRef(object_id, core, _add_ref=False)  # put counted the caller's reference
+    return put_object(value)
 
 
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):

@@ -13,7 +13,7 @@ from ray_adapter import gaps
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private.label_selectors import label_selector
 from ray_adapter.ray._private.core_access import context as _context, core as _core, translated
-from ray_adapter.ray._private.object_refs import ObjectRef, PlacementGroupID
+from ray_adapter.ray._private.object_refs import ObjectRef, PlacementGroupID, put_object
 
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
 NODE_ID_LABEL_KEY = "ray.io/node-id"
@@ -43,10 +43,10 @@ class PlacementGroup:
     def ready(self):
         """An ObjectRef that resolves to this group once every bundle is reserved; ``ray.get``
         on it raises ``TaskPlacementGroupRemoved`` if the group is removed first."""
+        if self.is_empty:  # ready at once, as ``ray.put(self)``
+            return put_object(self)
         core = _core()
         with translated:
-            if self.is_empty:  # ready at once, as ``ray.put(self)``
-                return ObjectRef(core.put(self), core, _add_ref=False)
             object_id = core.placement_group_ready(self.id.binary(), self)
         return ObjectRef(object_id, core, _add_ref=False)
 
