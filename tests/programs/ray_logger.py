@@ -8,8 +8,10 @@ import tempfile
 
 import ray
 
-_capture = tempfile.TemporaryFile(mode="w+")
-os.dup2(_capture.fileno(), 2)
+# fd 2 appends to a temporary file, read with pread: reading never moves the offset that
+# writers (any thread of the runtime) write at.
+_capture = tempfile.TemporaryFile()
+os.dup2(os.open(f"/proc/self/fd/{_capture.fileno()}", os.O_WRONLY | os.O_APPEND), 2)
 
 root_records = []
 
@@ -21,11 +23,11 @@ class Keep(logging.Handler):
 
 def emitted(logger_name, level, message):
     """What the ray logger writes for one record (the time stamp replaced)."""
-    _capture.seek(0, os.SEEK_END)
-    start = _capture.tell()
+    start = os.fstat(_capture.fileno()).st_size
     logging.getLogger(logger_name).log(level, message)
-    _capture.seek(start)
-    text = "".join(line for line in _capture.readlines() if message in line)
+    end = os.fstat(_capture.fileno()).st_size
+    written = os.pread(_capture.fileno(), end - start, start).decode("utf-8", "replace")
+    text = "".join(line for line in written.splitlines(keepends=True) if message in line)
     return re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", "<time>", text)
 
 

@@ -11,17 +11,21 @@ import time
 
 import ray
 
-_capture = tempfile.TemporaryFile(mode="w+")
-os.dup2(_capture.fileno(), 2)
+# fd 2 becomes an append-only temporary file, read with pread: reading never moves the offset
+# that the runtime's threads write at (a seek to the start, then a report written meanwhile,
+# would overwrite the reports already there).
+_capture = tempfile.TemporaryFile()
+os.dup2(os.open(f"/proc/self/fd/{_capture.fileno()}", os.O_WRONLY | os.O_APPEND), 2)
 _seen = 0
 _PREFIX = re.compile(r"^(?:\x1b\[\d+m)?\([^)]*pid=\d+[^)]*\)(?:\x1b\[0m)? ?")
 
 
 def reports():
     """The exception line of every report on stderr so far."""
-    _capture.flush()
-    _capture.seek(0)
-    lines = [_PREFIX.sub("", line.rstrip("\n")) for line in _capture.read().splitlines()]
+    sys.stderr.flush()
+    size = os.fstat(_capture.fileno()).st_size
+    text = os.pread(_capture.fileno(), size, 0).decode("utf-8", "replace")
+    lines = [_PREFIX.sub("", line.rstrip("\n")) for line in text.splitlines()]
     out, last = [], None  # a report: its line, then indented lines and exception lines
     for line in lines + [""]:
         exception_line = re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", line)
