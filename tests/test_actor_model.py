@@ -509,11 +509,7 @@ def test_a_freed_object_rebuilt_from_its_id_is_never_ready_as_in_ray(ray):
     gc.collect()
     from ray_adapter import core
 
-    flush = getattr(core.current(), "flush_releases", None)
-    if flush is not None:
-        flush()
-    else:  # yuanrong: its deferred releases
-        core.current()._releases.flush()
+    core.current().flush_releases()
     ready, pending = ray.wait([y], timeout=0.2)
     assert ready == [] and pending == [y]
     ready, pending = ray.wait([y], timeout=0, fetch_local=False)

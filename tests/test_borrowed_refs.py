@@ -18,10 +18,7 @@ def _table(ray):
     from ray_adapter import core
 
     backend = core.current()
-    if hasattr(backend, "objects"):  # embedded
-        count, flush = (lambda: len(backend.objects)), backend.flush_releases
-    else:  # yuanrong
-        count, flush = (lambda: len(backend._objects)), backend._releases.flush
+    count, flush = (lambda: len(backend.objects)), backend.flush_releases
 
     def settle(target=0, seconds=10.0):
         deadline = time.monotonic() + seconds
@@ -143,8 +140,8 @@ def test_an_actor_handle_stored_in_an_object_keeps_the_actor_until_the_object_is
     del box
     if pid == os.getpid():  # yr local mode: the actor is a thread here; its record says it ended
         def ended():
-            actor = backend._actors.get(actor_id)
-            return actor is None or actor.dead
+            [record] = [a for a in backend.actors.records() if a.actor_id == actor_id]
+            return record.dead
     else:
         def ended():
             return not process_alive(pid)
@@ -152,7 +149,7 @@ def test_an_actor_handle_stored_in_an_object_keeps_the_actor_until_the_object_is
     while not ended():
         assert time.monotonic() < deadline, "the actor outlived the last object holding its handle"
         gc.collect()
-        (backend.flush_releases if hasattr(backend, "flush_releases") else backend._releases.flush)()
+        backend.flush_releases()
         time.sleep(0.05)
 
 

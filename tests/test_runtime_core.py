@@ -199,7 +199,7 @@ def test_polling_wait_leaves_no_callbacks_behind(ray):
 
     backend = core.current()
     if backend.backend_name == "yuanrong":
-        future = backend._objects[ref._id].future
+        future = backend.objects._objects[ref._id].future
         assert len(future._done_callbacks) <= 2  # settle + at most one live waiter
     else:
         assert backend.objects._objects[ref._id].waiters in (None, [])

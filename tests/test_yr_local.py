@@ -349,13 +349,13 @@ def test_threads_asking_for_an_object_at_once_share_its_one_future(monkeypatch):
     sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
     def one_round(backend):
         ref = ray.put(0)
-        obj = backend._objects[ref._id]
+        obj = backend.objects._objects[ref._id]
         start = threading.Barrier(8)
         seen = []
 
         def ask():
             start.wait()
-            seen.append(backend._future(obj))
+            seen.append(backend.objects.future_for(obj))
 
         threads = [threading.Thread(target=ask) for _ in range(8)]
         for t in threads:

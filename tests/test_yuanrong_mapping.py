@@ -4,7 +4,8 @@ import pytest
 
 from ray_adapter import core
 from ray_adapter.core import InitOptions
-from ray_adapter.core.yuanrong.backend import FOREVER, YuanrongBackend
+from ray_adapter.core.yuanrong.backend import YuanrongBackend
+from ray_adapter.core.yuanrong.invoke_options import FOREVER
 
 from yr_recorder import RecordingYr
 

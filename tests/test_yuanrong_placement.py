@@ -9,7 +9,7 @@ import pytest
 from ray_adapter import core
 from ray_adapter.core import InitOptions
 from ray_adapter.core.yuanrong.backend import YuanrongBackend
-from ray_adapter.core.yuanrong.resource_groups import NODE_ID_LABEL
+from ray_adapter.core.yuanrong.invoke_options import NODE_ID_LABEL
 
 from yr_recorder import RecordingYr
 

@@ -1,24 +1,28 @@
 """The yuanrong backend's actors: one ActorShell instance per actor, names, handle scope.
 
-Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`; its state
-(``_actors``, ``_names``) is guarded by the backend's lock. Names are tracked here as well,
-since yr's local mode cannot look names up; a name is reserved before the instance is created,
-so concurrent creators of one name get one actor.
+Names are tracked here as well, since yr's local mode cannot look names up; a name is
+reserved before the instance is created, so concurrent creators of one name get one actor.
+An actor whose handles are all gone ends after the calls it already has (callbacks count
+them; its ending is queued to the one endings thread: no thread per actor).
+
+Thread-safety: ``ActorTable._lock`` guards ``_actors``, ``_names`` and each record's
+``handles``, ``unfinished``, ``dead`` and ``death``; it is a leaf: the object table, the streams,
+the local resources and yr are called after it is let go (an actor's death is decided under
+it, then acted on outside).
 """
-import concurrent.futures
 import threading
 
 from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo
 from ray_adapter.core.yuanrong import actor_shell, shell
-from ray_adapter.core.yuanrong.holders import contents
+from ray_adapter.core.yuanrong.objects import from_yr_error
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
 class _Actor:
     """An actor of this driver. Created in two steps: its record (reserving its name) under the
-    backend's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
+    table's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
 
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
                  "resources", "call", "created", "options", "unfinished", "arg_holds")
@@ -46,16 +50,42 @@ class _Actor:
         self.created.set()
 
 
-class ActorsMixin:
-    """Actor creation, calls, kill, scope and names over yr instances."""
+class ActorTable:
+    """Actor creation, calls, kill, scope and names over yr instances.
+
+    Collaborators: ``yr``, ``id_factory``, ``objects`` (the object table: arguments, returns,
+    the futures of calls in flight), ``streams`` (streaming calls), ``options_map``
+    (:class:`~.invoke_options.InvokeOptionsMap`), ``job_env`` (env_vars), ``local`` (local
+    mode's resource grants, or None), ``endings`` (the thread that ends actors gone out of
+    scope), ``namespace`` (the job's), ``local_mode``."""
+
+    def __init__(self, yr, id_factory, objects, streams, options_map, *, job_env, local,
+                 endings, namespace, local_mode):
+        self.yr = yr
+        self._ids = id_factory
+        self.objects = objects
+        self.streams = streams
+        self.options_map = options_map
+        self.job_env = job_env
+        self._local = local
+        self._endings = endings
+        self.namespace = namespace
+        self.local_mode = local_mode
+        self._lock = threading.RLock()
+        self._actors = {}  # actor id -> _Actor
+        self._names = {}   # (namespace, name) -> actor id of a live named actor
+        self._shell_creator = None
+        self._closed = False
 
     def _shell(self):
         if self._shell_creator is None:
             self._shell_creator = self.yr.instance(actor_shell.ActorShell)
         return self._shell_creator
 
-    def create_actor(self, cls, class_key, args, kwargs, options):
-        self._check_started()
+    # -- creation and calls ----------------------------------------------------------------
+    def create(self, cls, class_key, args, kwargs, options):
+        """A new actor (its ActorInfo; ``get_if_exists``: the live one of that name);
+        ActorNameTaken for a live name."""
         namespace = options.namespace if options.namespace is not None else self.namespace
         actor_id = self._ids.actor()
         info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
@@ -70,7 +100,7 @@ class ActorsMixin:
                 self._names[(namespace, options.name)] = actor_id
             self._actors[actor_id] = actor
         try:
-            packed, dep_indexes, deps = self._pack_args(args, kwargs)
+            packed, dep_indexes, deps = self.objects.pack_args(args, kwargs)
             env = self.job_env.env_vars(options.runtime_env)
             placement = options.scheduling
             in_group = placement is not None and placement.in_group
@@ -82,7 +112,7 @@ class ActorsMixin:
                     placement if self.local_mode else None)  # local mode: granted by the adapter
             concurrency = options.max_concurrency or (DEFAULT_ASYNC_CONCURRENCY if options.is_async else 1)
             concurrency += sum(groups.values())  # every group's calls run at once; the shell limits each
-            opts = self.invoke_options(
+            opts = self.options_map.invoke_options(
                 options.resources, name=None if self.local_mode else options.name,
                 namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
                 retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
@@ -90,13 +120,13 @@ class ActorsMixin:
             actor.arg_holds = packed
             proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
         except BaseException:
-            self._release_now(actor.arg_holds)
+            self.objects.release_now(actor.arg_holds)
             actor.arg_holds = None
             with self._lock:
                 self._actors.pop(actor_id, None)
                 if options.name and self._names.get((namespace, options.name)) == actor_id:
                     del self._names[(namespace, options.name)]
-            actor.dead = True
+                actor.dead = True
             actor.created.set()
             raise
         actor.set_proxy(proxy)
@@ -108,20 +138,26 @@ class ActorsMixin:
             raise errors.ActorDied(actor_id, errors.ActorDeath.UNKNOWN)
         return actor
 
-    def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
-        self._check_started()
-        with self._lock:
-            actor = self._actor(actor_id)
+    def info(self, actor_id):
+        """The ActorInfo of an actor of this table, or None."""
+        actor = self._actors.get(actor_id)
+        return None if actor is None else actor.info
+
+    def submit(self, actor_id, method_name, args, kwargs, options):
+        """Call ``method_name``: the ids of its returns (failing with the actor's death when it
+        is dead); PendingCallsLimit beyond ``max_pending_calls``."""
+        actor = self._actor(actor_id)
         task_id = self._ids.task(actor_id)
         if actor.call is None:
             actor.created.wait()  # created by another thread a moment ago (get_if_exists)
+        objects = self.objects
         if actor.dead or actor.call is None:
-            return self._failed_returns(task_id, options.num_returns, actor.death or errors.ActorDied(
+            return objects.failed_returns(task_id, options.num_returns, actor.death or errors.ActorDied(
                 actor_id, errors.ActorDeath.UNKNOWN, actor.info.class_name))
         limit = actor.options.max_pending_calls if actor.options is not None else -1
         if limit > 0 and actor.unfinished >= limit:
             raise errors.PendingCallsLimit(actor_id, actor.info.class_name, method_name, limit)
-        packed, dep_indexes, deps = self._pack_args(args, kwargs)
+        packed, dep_indexes, deps = objects.pack_args(args, kwargs)
         streaming = options.generator == "streaming"
         retries = options.max_task_retries
         if retries is None:
@@ -129,21 +165,22 @@ class ActorsMixin:
         retry_on = options.retry_exceptions
         meta = (method_name, task_id, options.name, options.num_returns or 1, dep_indexes, streaming,
                 options.concurrency_group or "", retry_on, retries if retry_on else 0, retries)
+
         def invoke():
             ref = actor.call.invoke(meta, packed, *deps)
-            self.release_after(ref, packed)  # what the arguments hold, once the call ended
+            objects.release_after(ref, packed)  # what the arguments hold, once the call ended
             return ref
 
         try:
             if streaming:
                 limit = options.generator_backpressure
-                return_ids = self._stream_returns(invoke, task_id, limit, actor_id, options.name)
+                return_ids = self.streams.open_call(invoke, task_id, limit, actor_id, options.name)
             else:
-                return_ids = self._returns(invoke(), task_id, options.num_returns, actor_id, options.name)
+                return_ids = objects.returns(invoke(), task_id, options.num_returns, actor_id, options.name)
         except Exception as exc:  # e.g. "this instance is terminated"
-            self._release_now(packed)
-            return self._failed_returns(task_id, options.num_returns,
-                                        actor.death or self._from_yr_error(exc, actor_id))
+            objects.release_now(packed)
+            return objects.failed_returns(task_id, options.num_returns,
+                                          actor.death or from_yr_error(exc, actor_id))
         if actor.options is not None and actor.options.max_pending_calls > 0 and return_ids:
             self._count_unfinished(actor, return_ids[0])
         return return_ids
@@ -151,7 +188,12 @@ class ActorsMixin:
     def _count_unfinished(self, actor, object_id):
         with self._lock:
             actor.unfinished += 1
-            future = self._future(self._objects[object_id])
+        try:
+            future = self.objects.future_of(object_id)
+        except errors.ObjectFreed:  # dropped already: its end is not watched
+            with self._lock:
+                actor.unfinished -= 1
+            return
 
         def done(_f):
             with self._lock:
@@ -159,11 +201,7 @@ class ActorsMixin:
 
         future.add_done_callback(done)
 
-    def _release_now(self, packed):
-        held = contents(packed)
-        if held is not None:
-            self._releases.put(self.release_contained, held)
-
+    # -- death -----------------------------------------------------------------------------
     def _terminate(self, actor):
         # Local mode: its env_vars go with it (a process of its own would have ended); its shell
         # is taken first, as yr drops the instance when it ends it.
@@ -175,61 +213,74 @@ class ActorsMixin:
         if shell is not None:
             shell.ended_by_kill()
 
-    def _mark_dead(self, actor, death):
+    def _decide_death(self, actor, death):
+        """(Under the lock.) ``actor`` dies of ``death``: True if it was alive. Its name is
+        free at once; :meth:`_act_on_death` does the rest, outside the lock."""
+        if actor.dead:
+            return False
         actor.dead = True
-        packed, actor.arg_holds = actor.arg_holds, None
-        self._release_now(packed)
         actor.death = death
-        if self._local is not None:  # its resources go back (or its waiting request ends)
-            self._local.release(actor.actor_id)
         info = actor.info
         if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
             del self._names[(info.namespace, info.name)]
-        for obj in list(self._objects.values()):  # calls in flight fail now, as in Ray
-            if obj.actor_id == actor.actor_id and obj.future is not None and not obj.future.done():
-                try:
-                    obj.future.set_exception(death)
-                except concurrent.futures.InvalidStateError:
-                    pass
-        self._end_streams_of(actor.actor_id)
+        return True
 
-    def kill_actor(self, actor_id, no_restart):
+    def _act_on_death(self, actor, every_call):
+        """The actor died: its constructor arguments' holds and its resources go back, its
+        calls in flight fail now (``every_call``: also those nobody asked about yet), as in
+        Ray, and its streams end."""
+        packed, actor.arg_holds = actor.arg_holds, None
+        self.objects.release_now(packed)
+        if self._local is not None:  # its resources go back (or its waiting request ends)
+            self._local.release(actor.actor_id)
+        self.objects.fail_calls(actor.actor_id, actor.death, every=every_call)
+        self.streams.end_of(actor.actor_id)
+
+    def kill(self, actor_id, no_restart):
+        """``ray.kill``: the actor dies (KILLED) and its instance is terminated."""
         with self._lock:
             actor = self._actors.get(actor_id)
-            if actor is None or actor.dead:
+            if actor is None or not self._decide_death(actor, errors.ActorDied(
+                    actor_id, errors.ActorDeath.KILLED, actor.info.class_name)):
                 return
-            for obj in self._objects.values():
-                if obj.actor_id == actor_id:
-                    self._future(obj)
-            self._mark_dead(actor, errors.ActorDied(actor_id, errors.ActorDeath.KILLED,
-                                                    actor.info.class_name))
+        self._act_on_death(actor, every_call=True)
         self._terminate(actor)
 
-    def add_actor_handle(self, actor_id):
+    # -- handles and scope -----------------------------------------------------------------
+    def add_handle(self, actor_id):
+        self.add_handles((actor_id,))
+
+    def add_handles(self, actor_ids):
+        """A value being packed holds these handles."""
         with self._lock:
-            actor = self._actors.get(actor_id)
-            if actor is not None:
-                actor.handles += 1
+            for actor_id in actor_ids:
+                actor = self._actors.get(actor_id)
+                if actor is not None:
+                    actor.handles += 1
 
-    def remove_actor_handle(self, actor_id):
-        self._releases.put(self._drop_actor_handle, actor_id)  # from a finalizer: deferred
-
-    def _drop_actor_handle(self, actor_id):
-        # Ending the actor waits for its calls in flight: not here, under the lock.
-        actor = self._actors.get(actor_id)
-        if actor is None:
-            return
-        actor.handles -= 1
-        if actor.handles <= 0 and not actor.escaped and not actor.detached and not actor.dead:
+    def drop_handles(self, actor_ids):
+        """(Release thread.) Handles gone: an actor nobody can call any more ends after the
+        calls it already has."""
+        ending = []
+        with self._lock:
+            for actor_id in actor_ids:
+                actor = self._actors.get(actor_id)
+                if actor is None:
+                    continue
+                actor.handles -= 1
+                if actor.handles <= 0 and not actor.escaped and not actor.detached and not actor.dead:
+                    ending.append(actor)
+        for actor in ending:
             self._end_after_calls(actor)
 
+    def drop_handle(self, actor_id):
+        self.drop_handles((actor_id,))
+
     def _end_after_calls(self, actor):
-        """(Under the lock.) An actor nobody can call any more ends after the calls it already
-        has, as in Ray: once the last of them is done (a callback counts them: no thread
-        waits), its ending is queued to the endings thread."""
-        pending = [self._future(o) for o in list(self._objects.values())
-                   if o.actor_id == actor.actor_id and o.ref is not None]
-        pending = [f for f in pending if not f.done()]
+        """An actor nobody can call any more ends after the calls it already has, as in Ray:
+        once the last of them is done (a callback counts them: no thread waits), its ending is
+        queued to the endings thread."""
+        pending = self.objects.call_futures(actor.actor_id)
         if not pending:
             self._endings.put(self._end_out_of_scope, actor)
             return
@@ -248,19 +299,23 @@ class ActorsMixin:
     def _end_out_of_scope(self, actor):
         """(Endings thread.) End an actor whose calls are over, unless a handle came back."""
         with self._lock:
-            if actor.dead or actor.handles > 0 or not self._started:
+            if actor.handles > 0 or self._closed or not self._decide_death(actor, errors.ActorDied(
+                    actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE, actor.info.class_name)):
                 return
-            self._mark_dead(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE,
-                                                    actor.info.class_name))
+        self._act_on_death(actor, every_call=False)
         self._terminate(actor)
 
-    def actor_handle_escaped(self, actor_id):
+    def handle_escaped(self, actor_id):
+        """A handle the table cannot see (unpacked in another process): kept for the session."""
         with self._lock:
             actor = self._actors.get(actor_id)
             if actor is not None:
                 actor.escaped = True
 
-    def get_named_actor(self, name, namespace):
+    # -- names -----------------------------------------------------------------------------
+    def get_named(self, name, namespace):
+        """The ActorInfo of the live actor ``name`` (on a cluster, also another driver's);
+        ActorNotFound."""
         ns = namespace if namespace is not None else self.namespace
         with self._lock:
             actor_id = self._names.get((ns, name))
@@ -279,7 +334,9 @@ class ActorsMixin:
             self._actors[actor_id] = _Actor(actor_id, proxy, info, detached=True)
         return info
 
-    def list_named_actors(self, all_namespaces):
+    def list_named(self, all_namespaces):
+        """``[{"name", "namespace"}]`` of the live named actors (the job's namespace only
+        unless ``all_namespaces``)."""
         with self._lock:
             found = {(ns, name) for (ns, name), aid in self._names.items() if not self._actors[aid].dead}
         if not self.local_mode:
@@ -294,7 +351,9 @@ class ActorsMixin:
         return [{"name": name, "namespace": ns} for ns, name in sorted(found)
                 if all_namespaces or ns == self.namespace]
 
-    def exit_current_actor(self):
+    def exit_current(self):
+        """``ray.actor.exit_actor()`` in the running call: the actor dies (EXITED); raises
+        SystemExit to unwind the method (RuntimeError outside an actor)."""
         actor_id = shell.current_call.get()[2]
         current = shell.current_shell.get()
         if actor_id is None or current is None:
@@ -302,9 +361,29 @@ class ActorsMixin:
         current.exited = True  # later calls fail in the shell, in submission order
         with self._lock:
             actor = self._actors.get(actor_id)
-            if actor is not None:
-                self._mark_dead(actor, errors.ActorDied(actor_id, errors.ActorDeath.EXITED,
-                                                        actor.info.class_name))
-        if actor is not None:
-            threading.Thread(target=self._terminate, args=(actor,), daemon=True).start()
+            died = actor is not None and self._decide_death(actor, errors.ActorDied(
+                actor_id, errors.ActorDeath.EXITED, actor.info.class_name))
+        if died:
+            self._act_on_death(actor, every_call=False)
+            self._endings.put(self._terminate, actor)  # not in this call: it waits for the call
         raise SystemExit(0)  # unwinds the method; the shell answers the call with None
+
+    # -- state -----------------------------------------------------------------------------
+    def records(self):
+        """The actors of this table (their records, read-only)."""
+        with self._lock:
+            return list(self._actors.values())
+
+    def close(self):
+        """Shutdown: the table is emptied; returns the live actors, to be ended by the caller
+        (:meth:`terminate_all`)."""
+        with self._lock:
+            self._closed = True
+            live = [a for a in self._actors.values() if not a.dead]
+            self._actors.clear()
+            self._names.clear()
+        return live
+
+    def terminate_all(self, actors):
+        for actor in actors:
+            self._terminate(actor)

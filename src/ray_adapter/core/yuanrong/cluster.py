@@ -1,23 +1,59 @@
-"""The yuanrong backend's view of the cluster: nodes and resources from ``yr.resources()``,
-the caller's context.
+"""The yuanrong backend's view of the cluster: nodes and resources from ``yr.resources()``
+(local mode: the one local node, less what the adapter granted), the caller's context, and
+the State API's records.
 
-Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`. Units: yr's cpu
-millicores become CPUs, memory MB becomes bytes, ``GPU/<model>/count`` becomes GPU.
+Units: yr's cpu millicores become CPUs, memory MB becomes bytes, ``GPU/<model>/count`` becomes
+GPU. Thread-safety: no state of its own besides the node's address, computed once (a race
+computes it twice, harmlessly); it reads the other components through their own locks.
 """
+import os
 import socket
 
 from ray_adapter.core.interface import CallContext
 from ray_adapter.core.yuanrong import shell
 
 
-class ClusterMixin:
-    """nodes(), cluster_resources(), available_resources(), context(), store stats."""
+def local_node(node_id, num_cpus, custom_resources, num_gpus=None, num_npus=None):
+    """The node dict of this machine (local mode's one node): resources in Ray's units."""
+    total = {"CPU": num_cpus, "memory": float(_machine_memory()),
+             "object_store_memory": float(_machine_memory() * 3 // 7),
+             "node:127.0.0.1": 1.0, "node:__internal_head__": 1.0}
+    total.update({k: float(v) for k, v in custom_resources.items()})
+    if num_gpus:
+        total["GPU"] = float(num_gpus)
+    if num_npus:
+        total["NPU"] = float(num_npus)
+    return {"node_id": node_id.hex(), "alive": True, "address": "127.0.0.1",
+            "hostname": socket.gethostname(), "resources_total": total,
+            "resources_available": dict(total), "labels": {}}
+
+
+class ClusterView:
+    """nodes(), cluster_resources(), available_resources(), context(), state records.
+
+    Collaborators: ``yr``, ``node`` (local mode's node dict, see :func:`local_node`),
+    ``objects``, ``actors``, ``groups`` (the object, actor and resource group tables),
+    ``scheduler`` (local mode's grants, or None), ``job_env``; ids of the job, node and
+    driver worker, the job's namespace and the runtime's address."""
+
+    def __init__(self, yr, node, *, objects, actors, groups, scheduler, job_env, job_id,
+                 node_id, worker_id, namespace, address):
+        self.yr = yr
+        self.local_mode = scheduler is not None
+        self._node = node
+        self.objects = objects
+        self.actors = actors
+        self.groups = groups
+        self.scheduler = scheduler
+        self.job_env = job_env
+        self.job_id, self.node_id, self.worker_id = job_id, node_id, worker_id
+        self.namespace = namespace
+        self.address = address
+        self._ip = None
 
     def object_store_stats(self):
         """Objects this driver's table keeps; yr does not report the bytes of its store."""
-        with self._lock:
-            count = len(self._objects)
-        return {"num_objects": count, "bytes_used": 0, "bytes_avail": 0}
+        return {"num_objects": len(self.objects), "bytes_used": 0, "bytes_avail": 0}
 
     def _yr_nodes(self):
         """``yr.resources()`` as the core's node dicts; None where yr cannot list nodes."""
@@ -39,21 +75,9 @@ class ClusterMixin:
             })
         return nodes
 
-    def _local_node(self):
-        total = {"CPU": self.num_cpus, "memory": float(_machine_memory()),
-                 "object_store_memory": float(_machine_memory() * 3 // 7),
-                 "node:127.0.0.1": 1.0, "node:__internal_head__": 1.0}
-        total.update({k: float(v) for k, v in self.custom_resources.items()})
-        if getattr(self, "num_gpus", None):
-            total["GPU"] = float(self.num_gpus)
-        if getattr(self, "num_npus", None):
-            total["NPU"] = float(self.num_npus)
-        return {"node_id": self.node_id.hex(), "alive": True, "address": "127.0.0.1",
-                "hostname": socket.gethostname(), "resources_total": total,
-                "resources_available": dict(total), "labels": {}}
-
     def nodes(self):
-        return self._yr_nodes() or [self._local_node()]
+        """Ray's node dicts (``ray.nodes()``)."""
+        return self._yr_nodes() or [dict(self._node, resources_available=dict(self._node["resources_available"]))]
 
     def cluster_resources(self):
         out = {}
@@ -61,7 +85,7 @@ class ClusterMixin:
             for k, v in node["resources_total"].items():
                 out[k] = out.get(k, 0.0) + v
         if self.local_mode:
-            out.update(self.group_resources_local("total"))
+            out.update(self.groups.resources_local("total"))
         return out
 
     def available_resources(self):
@@ -73,11 +97,11 @@ class ClusterMixin:
             for k, v in self._reserved_local().items():  # what tasks, actors and groups hold
                 if k in out:
                     out[k] -= v
-            out.update(self.group_resources_local("available"))
+            out.update(self.groups.resources_local("available"))
         return {k: v for k, v in out.items() if v > 1e-9}  # nothing free: omitted, as in Ray
 
     def _reserved_local(self):
-        scheduler = getattr(self, "_rg_scheduler", None)
+        scheduler = self.scheduler
         if scheduler is None:
             return {}
         with scheduler._lock:
@@ -97,9 +121,8 @@ class ClusterMixin:
     def context(self):
         task_id, task_name, actor_id, actor_name, resources = shell.current_call.get()
         in_call = task_id is not None or actor_id is not None
-        meta = None
-        if actor_id is not None and actor_id in self._actors:
-            meta = self._actors[actor_id].info.handle_meta
+        info = self.actors.info(actor_id) if actor_id is not None else None
+        meta = info.handle_meta if info is not None else None
         group = shell.current_group.get()
         host = shell.current_shell.get()
         devices = (shell.current_devices.get() or {}) if in_call else {}
@@ -115,26 +138,23 @@ class ClusterMixin:
             actor_handle_meta=meta, runtime_env=self.job_env.runtime_env, node_ip_address=self._node_ip(),
             placement_group_id=group[0] if group else None,
             capture_child_tasks=bool(group and group[1]),
-            gcs_address=getattr(self, "address", ""),
+            gcs_address=self.address,
             is_canceled=shell.cancel_requested(task_id),
             actor_is_async=host is not None and host.loops is not None,
             was_restarted=host is not None and host.restart_count > 0)
 
     def state(self, kind):
         """State API records from what this backend knows (no task events are recorded)."""
-        import os
-
         if kind == "nodes":
             return [dict(n, is_head=self.local_mode or i == 0) for i, n in enumerate(self.nodes())]
         if kind == "placement_groups":
-            return self.placement_group_table(None)
+            return self.groups.table(None)
         if kind == "workers":
             return [{"worker_id": self.worker_id.hex(), "is_alive": True, "worker_type": "DRIVER",
                      "exit_type": None, "node_id": self.node_id.hex(), "ip": self._node_ip(),
                      "pid": os.getpid(), "exit_detail": None}]
         if kind == "actors":
-            with self._lock:
-                actors = list(self._actors.values())
+            actors = self.actors.records()
             return [{"actor_id": a.actor_id.hex(), "class_name": a.info.class_name,
                      "state": "DEAD" if a.dead else "ALIVE", "job_id": self.job_id.hex(),
                      "name": a.info.name or "", "node_id": self.node_id.hex() if self.local_mode else None,
@@ -143,31 +163,13 @@ class ClusterMixin:
                      "death_cause": {"reason": a.death.cause.value} if a.death is not None else None,
                      "num_restarts": 0} for a in actors]
         if kind == "objects":
-            return self._object_states()
+            return self.objects.states(self._node_ip())
         raise NotImplementedError(f"the yuanrong backend records no {kind}")
-
-    def _object_states(self):
-        """One record per object id this driver holds (yr keeps the values: sizes unknown)."""
-        import os
-
-        with self._lock:
-            objects = [(oid, obj.future, obj.name) for oid, obj in self._objects.items()]
-        out = []
-        for oid, future, name in objects:
-            if future is not None and future.done():
-                status = "FINISHED"  # a failed call's result too, as Ray reports it
-            else:  # a put (no producing call) is stored at once
-                status = "SUBMITTED_TO_WORKER" if name else "FINISHED"
-            out.append({"object_id": oid.hex(), "object_size": -1, "task_status": status,
-                        "attempt_number": 1, "reference_type": "LOCAL_REFERENCE",
-                        "call_site": "disabled", "type": "DRIVER", "pid": os.getpid(),
-                        "ip": self._node_ip()})
-        return out
 
     def _node_ip(self):
         if self.local_mode:
             return "127.0.0.1"
-        if getattr(self, "_ip", None) is None:
+        if self._ip is None:
             try:
                 self._ip = str(self.yr.get_node_ip_address())
             except Exception:  # not reachable from this process: the local address

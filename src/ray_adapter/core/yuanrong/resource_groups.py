@@ -14,8 +14,9 @@ local node: a group that fits is created at once, one that cannot fit stays pend
 ``available_resources()`` shows the reservation under Ray's ``CPU_group_...`` names. Work
 placed in a bundle is not enforced there (local mode enforces no resources at all).
 
-Mixed into :class:`~ray_adapter.core.yuanrong.backend.YuanrongBackend`; its state
-(``_groups``, ``_group_names``) is guarded by the backend's lock; yr calls happen outside it.
+Thread-safety: ``ResourceGroups._lock`` (a leaf lock) guards ``_groups``, ``_group_names``
+and each group's ``state``; yr calls, the local scheduler's and futures' callbacks happen
+outside it. A group's ``event`` and ``ready`` are set once, by whoever settles the group.
 """
 import concurrent.futures
 import threading
@@ -23,12 +24,7 @@ import time
 
 from ray_adapter.core import errors, ids
 from ray_adapter.core.yuanrong import shell
-
-#: The node label the adapter matches for node affinity on a Yuanrong cluster (the key under
-#: which yr nodes carry their id). Not verified against a live cluster: none can run here.
-NODE_ID_LABEL = "NODE_ID"
-_OPERATORS = {"in": "LABEL_IN", "not_in": "LABEL_NOT_IN", "exists": "LABEL_EXISTS",
-              "does_not_exist": "LABEL_NOT_EXISTS"}
+from ray_adapter.core.yuanrong.invoke_options import yr_bundle
 
 
 class _Group:
@@ -47,25 +43,42 @@ class _Group:
         self.nodes = [None] * len(bundles)
 
 
-class ResourceGroupsMixin:
-    """Placement groups over yr resource groups (local mode: the adapter's accounting)."""
+def _settle(future, value, error=None):
+    """Settle a group's ready future once (placed and removed may race)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+    except concurrent.futures.InvalidStateError:
+        pass
 
-    def _local_scheduler(self):
-        if getattr(self, "_rg_scheduler", None) is None:
-            from ray_adapter.core.embedded.resources import Node
-            from ray_adapter.core.embedded.scheduler import Scheduler
 
-            from ray_adapter.core.embedded.resources import visible_device_ids
+class ResourceGroups:
+    """Placement groups over yr resource groups (local mode: the adapter's accounting).
 
-            node = self._local_node()
-            self._rg_scheduler = Scheduler([Node(self.node_id, node["address"], node["resources_total"],
-                                                 device_ids=visible_device_ids())])
-        return self._rg_scheduler
+    Collaborators: ``yr``, ``id_factory``, ``objects`` (the object table: a group's ready
+    object), ``job_id``, ``namespace``, ``node_id`` (local mode's one node), ``scheduler``
+    (local mode: the embedded scheduler of that node, shared with the task and actor grants;
+    None on a cluster)."""
 
-    # -- the RuntimeCore methods -------------------------------------------------------------
-    def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None,
-                               _creator_actor=None):
-        self._check_started()
+    def __init__(self, yr, id_factory, objects, *, job_id, namespace, node_id, scheduler):
+        self.yr = yr
+        self._ids = id_factory
+        self.objects = objects
+        self.job_id = job_id
+        self.namespace = namespace
+        self.node_id = node_id
+        self.scheduler = scheduler
+        self.local_mode = scheduler is not None
+        self._lock = threading.Lock()
+        self._groups = {}       # placement group id -> _Group
+        self._group_names = {}  # (namespace, name) -> placement group id
+
+    # -- groups ------------------------------------------------------------------------------
+    def create(self, bundles, strategy, name, lifetime, label_selectors=None):
+        """A new group (its id); PlacementGroupNameTaken for a name in use, NotImplementedError
+        for label selectors on a cluster."""
         if label_selectors and any(label_selectors) and not self.local_mode:
             raise NotImplementedError(
                 "bundle_label_selector cannot be honoured on a Yuanrong cluster: "
@@ -83,20 +96,11 @@ class ResourceGroupsMixin:
         if self.local_mode:
             self._place_locally(group, label_selectors)
         else:
-            yr_bundles = [self._yr_bundle(b) for b in bundles]
+            yr_bundles = [yr_bundle(b) for b in bundles]
             group.handle = self.yr.create_resource_group(yr_bundles, name=group.rg_name, strategy=strategy)
             threading.Thread(target=self._await_group, args=(group,), daemon=True,
                              name="ray-adapter-yr-resource-group").start()
         return group_id
-
-    def _yr_bundle(self, bundle):
-        """A bundle in yr's units (``CPU`` millicores, ``Memory`` MB, ``GPU/.+/count``)."""
-        opts = self.invoke_kwargs(bundle)
-        out = {"CPU": opts.get("cpu", 0)}
-        if opts.get("memory"):
-            out["Memory"] = opts["memory"]
-        out.update(opts.get("custom_resources") or {})
-        return {k: v for k, v in out.items() if v}
 
     def _place_locally(self, group, label_selectors):
         from ray_adapter.core.embedded.group_placement import Bundle, GroupState
@@ -107,7 +111,7 @@ class ResourceGroupsMixin:
                                             for i, b in enumerate(group.bundles)],
                            group.strategy, lambda _g, grp=group: self._group_placed(grp))
         group.local = state
-        self._local_scheduler().run(self._local_scheduler().add_group(state))
+        self.scheduler.run(self.scheduler.add_group(state))
 
     def _await_group(self, group):
         """One thread per group on a cluster: yr's wait blocks until the group is placed."""
@@ -126,11 +130,10 @@ class ResourceGroupsMixin:
             if group.local is not None:
                 group.nodes = [self.node_id.hex() for _ in group.bundles]
         group.event.set()
-        if not group.ready.done():
-            group.ready.set_result(True)
+        _settle(group.ready, True)
 
-    def remove_placement_group(self, placement_group_id):
-        self._check_started()
+    def remove(self, placement_group_id):
+        """Remove a group: its waiting work fails, its ready object fails, its name is free."""
         with self._lock:
             group = self._groups.get(placement_group_id)
             if group is None or group.state == "REMOVED":
@@ -139,26 +142,27 @@ class ResourceGroupsMixin:
             if group.name and self._group_names.get((group.namespace, group.name)) == placement_group_id:
                 del self._group_names[(group.namespace, group.name)]
         if group.local is not None:  # its waiting work fails; what it freed is granted
-            scheduler = self._local_scheduler()
-            failed, _evicted, granted = scheduler.remove_group(placement_group_id)
-            scheduler.run(failed + granted)
+            failed, _evicted, granted = self.scheduler.remove_group(placement_group_id)
+            self.scheduler.run(failed + granted)
         else:
             self.yr.remove_resource_group(group.rg_name)
         group.event.set()
-        if not group.ready.done():
-            group.ready.set_exception(errors.PlacementGroupRemoved(placement_group_id))
+        _settle(group.ready, None, errors.PlacementGroupRemoved(placement_group_id))
 
-    def wait_placement_group(self, placement_group_id, timeout):
+    def wait(self, placement_group_id, timeout):
+        """True once the group is placed within ``timeout`` seconds (None: no limit);
+        PlacementGroupRemoved if it was removed."""
         group = self._group(placement_group_id)
         group.event.wait(timeout)
         if group.state == "REMOVED":
             raise errors.PlacementGroupRemoved(placement_group_id)
         return group.state == "CREATED"
 
-    def placement_group_ready(self, placement_group_id, value):
+    def ready_object(self, placement_group_id, value):
+        """An object resolving to ``value`` once the group is placed (failing at removal)."""
         group = self._group(placement_group_id)
         oid = self._ids.put()
-        future = concurrent.futures.Future()
+        future = self.objects.new_pending(oid)
 
         def settle(done):
             if done.exception() is not None:
@@ -167,12 +171,10 @@ class ResourceGroupsMixin:
                 future.set_result(shell.Box(True, shell.pack(value)))
 
         group.ready.add_done_callback(settle)
-        self._new_id(None, None, None, oid)
-        self._objects[oid].future = future
         return oid
 
-    def placement_group_table(self, placement_group_id):
-        self._check_started()
+    def table(self, placement_group_id):
+        """Ray's placement group table records (all groups for None)."""
         with self._lock:
             groups = [self._groups[placement_group_id]] if placement_group_id in self._groups else (
                 [] if placement_group_id is not None else list(self._groups.values()))
@@ -220,13 +222,12 @@ class ResourceGroupsMixin:
                 out[i] = bundle.get("functionProxyId") or bundle.get("nodeId") or None
         return out
 
-    def captured_placement_group(self):
-        group = shell.current_group.get()
-        if group is not None and group[1]:
-            return group[0], -1
-        return None
+    def rg_name(self, placement_group_id):
+        """The yr resource group name of a group, or None."""
+        group = self._groups.get(placement_group_id)
+        return None if group is None else group.rg_name
 
-    def _close_groups(self, error):
+    def close(self, error):
         """Shutdown: every wait() returns and every ready() object fails with ``error``."""
         with self._lock:
             groups = list(self._groups.values())
@@ -234,41 +235,14 @@ class ResourceGroupsMixin:
             self._group_names.clear()
         for group in groups:
             group.event.set()
-            if not group.ready.done():
-                group.ready.set_exception(error)
+            _settle(group.ready, None, error)
 
-    # -- InvokeOptions for a placement -------------------------------------------------------
-    def placement_kwargs(self, placement):
-        """InvokeOptions fields for a core Placement (cluster mode; local mode ignores them)."""
-        if placement is None or self.local_mode:
-            return {}
-        yr = self.yr
-        out = {}
-        if placement.in_group:
-            group = self._groups.get(placement.group_id)
-            if group is not None:
-                out["resource_group_options"] = yr.ResourceGroupOptions(
-                    resource_group_name=group.rg_name, bundle_index=placement.bundle_index)
-        affinities = []
-        kind, kinds = yr.affinity.AffinityKind.RESOURCE, yr.affinity.AffinityType
-        if placement.kind == "node":
-            op = yr.LabelOperator(yr.affinity.OperatorType.LABEL_IN, NODE_ID_LABEL, [placement.node_id])
-            affinities.append(yr.Affinity(kind, kinds.PREFERRED if placement.soft else kinds.REQUIRED, [op]))
-        for expressions, level in ((placement.hard, kinds.REQUIRED), (placement.soft_labels, kinds.PREFERRED)):
-            if expressions:
-                ops = [yr.LabelOperator(getattr(yr.affinity.OperatorType, _OPERATORS[e.op]), e.key,
-                                        list(e.values)) for e in expressions]
-                affinities.append(yr.Affinity(kind, level, ops))
-        if affinities:
-            out["schedule_affinities"] = affinities
-        return out
-
-    def group_resources_local(self, which):
+    def resources_local(self, which):
         """Local mode: the reservation of every group under Ray's group resource names."""
-        if getattr(self, "_rg_scheduler", None) is None:
+        if self.scheduler is None:
             return {}
         from ray_adapter.core.embedded.group_placement import group_resources
 
-        with self._rg_scheduler._lock:
-            per_node = group_resources(self._rg_scheduler.groups.values(), which)
+        with self.scheduler._lock:
+            per_node = group_resources(self.scheduler.groups.values(), which)
         return per_node.get(self.node_id, {})

@@ -37,7 +37,7 @@ def local_resources():
     """The LocalResources of the running local-mode backend (None on a cluster)."""
     if not core.is_started():
         return None
-    return getattr(core.current(), "_local", None)
+    return getattr(core.current(), "local_resources", None)
 
 
 class Box:

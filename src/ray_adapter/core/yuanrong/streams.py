@@ -12,8 +12,9 @@ return 1 is the call's completion object). The entry of the next item always exi
 unresolved future, so ``wait`` and async iteration wait on it like on any object; it resolves
 with the item, or with None when the stream ends.
 
-Thread-safety: a stream's state is guarded by its condition (a leaf lock); the backend's
-object table is written under the backend's lock, which is never taken while holding it.
+Thread-safety: a stream's state is guarded by its condition (a leaf lock); its items are
+entries of the object table (its own lock, never taken while holding the condition). The
+table of streams (``StreamTable._streams``) is guarded by its own leaf lock.
 """
 import concurrent.futures
 import threading
@@ -21,6 +22,8 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.ids import TASK_ID_SIZE, IdFactory
 from ray_adapter.core.yuanrong import shell
+from ray_adapter.core.yuanrong.completions import completion_of
+from ray_adapter.core.yuanrong.objects import from_yr_error
 from ray_adapter.core.yuanrong.shell import SINKS, Collected
 
 _item = IdFactory.stream_item
@@ -29,8 +32,8 @@ _item = IdFactory.stream_item
 class Stream:
     """The items of one streaming call, for its consumer (and, in local mode, its producer)."""
 
-    def __init__(self, backend, task_id, limit, actor_id=None):
-        self.backend = backend
+    def __init__(self, objects, task_id, limit, actor_id=None):
+        self.objects = objects
         self.task_id = task_id
         self.actor_id = actor_id
         self.limit = limit
@@ -40,30 +43,30 @@ class Stream:
         self.end = None
         self.closed = False
         self.cancelled = False
-        self._next_entry()
+        self._next_entry(0)
 
-    def _next_entry(self):
-        """Create the pending entry of item ``produced``."""
-        self.backend._new_id(None, None, None, _item(self.task_id, self.produced))
-        self.backend._objects[_item(self.task_id, self.produced)].future = concurrent.futures.Future()
+    def _next_entry(self, index):
+        """Create the pending entry of item ``index``."""
+        self.objects.new_pending(_item(self.task_id, index))
 
     # -- producer side (the shell's thread, or the completion callback) ----------------------
     def put(self, box, block=True):
         """Add the next item (a :class:`shell.Box`); with ``block``, waits while backpressure
         says so. Returns False once the consumer no longer wants items (closed, cancelled)."""
-        backend = self.backend
+        objects = self.objects
         with self._cond:
             if self.end is not None or self.closed or self.cancelled:
                 return False
             index = self.produced
             self.produced += 1
-        with backend._lock:
-            self._next_entry()
-            entry = backend._objects.get(_item(self.task_id, index))
-            if self.closed:  # closed meanwhile: nobody will take these
-                backend._drop_object_ref(_item(self.task_id, index + 1))
-        if entry is not None:
-            entry.future.set_result(box)
+        self._next_entry(index + 1)
+        future = objects.pending_future(_item(self.task_id, index))
+        with self._cond:
+            closed = self.closed
+        if closed:  # closed meanwhile: nobody will take the next one (dropping twice is harmless)
+            objects.drop(_item(self.task_id, index + 1))
+        if future is not None:
+            future.set_result(box)
         with self._cond:
             while (block and self.limit > 0 and self.produced - self.consumed >= self.limit
                    and not self.closed and not self.cancelled):
@@ -72,7 +75,6 @@ class Stream:
 
     def finish(self, drop_untaken=False):
         """No more items (the call completed, failed or was cancelled)."""
-        backend = self.backend
         with self._cond:
             if self.end is not None:
                 return
@@ -85,12 +87,14 @@ class Stream:
             self._cond.notify_all()
             marker_id = _item(self.task_id, self.produced)
         SINKS.pop(self.task_id, None)
-        with backend._lock:
-            marker = backend._objects.get(marker_id)
-            for object_id in untaken:
-                backend._drop_object_ref(object_id)
-        if marker is not None and not marker.future.done():
-            marker.future.set_result(shell.Box(True, None))
+        marker = self.objects.pending_future(marker_id)
+        for object_id in untaken:
+            self.objects.drop(object_id)
+        if marker is not None and not marker.done():
+            try:
+                marker.set_result(shell.Box(True, None))
+            except concurrent.futures.InvalidStateError:  # shutdown failed it meanwhile
+                pass
 
     def cancel(self):
         """A cancel arrived: the producer stops at its next item; what was not taken is dropped."""
@@ -105,10 +109,10 @@ class Stream:
             if self.end is not None and self.consumed >= self.end:
                 return None
             cursor = self.consumed
-        entry = self.backend._objects.get(_item(self.task_id, cursor))
-        if entry is not None:
+        future = self.objects.pending_future(_item(self.task_id, cursor))
+        if future is not None:
             try:
-                entry.future.result(timeout)
+                future.result(timeout)
             except concurrent.futures.TimeoutError:
                 raise errors.GetTimeout(timeout) from None
         with self._cond:
@@ -124,8 +128,8 @@ class Stream:
             return _item(self.task_id, self.consumed), finished
 
     def close(self):
-        """The consumer dropped the stream (runs under the backend's lock, from the release
-        thread): untaken items and the next entry are released; the producer never pauses."""
+        """The consumer dropped the stream (on the release thread): untaken items and the next
+        entry are released; the producer never pauses."""
         with self._cond:
             if self.closed:
                 return
@@ -135,48 +139,88 @@ class Stream:
             held = [_item(self.task_id, i) for i in range(self.consumed, last)]
             held.append(_item(self.task_id, self.produced))
         for object_id in held:
-            self.backend._drop_object_ref(object_id)
+            self.objects.drop(object_id)
 
 
-class StreamsMixin:
-    """The yuanrong backend's streams (state: ``_streams``, guarded by ``_lock``)."""
+class StreamTable:
+    """The streams of this driver's streaming calls, by task id.
 
-    def _open_stream(self, task_id, limit, actor_id=None):
-        stream = Stream(self, task_id, limit, actor_id)
+    Collaborators: ``objects`` (the :class:`~.objects.ObjectTable` holding the items),
+    ``releases`` (the release thread: a dropped generator is closed there), ``local_mode``
+    (local mode: the shell finds a call's stream in ``shell.SINKS``)."""
+
+    def __init__(self, objects, releases, local_mode):
+        self.objects = objects
+        self._releases = releases
+        self.local_mode = local_mode
+        self._lock = threading.Lock()
+        self._streams = {}  # task id -> Stream
+
+    def open_call(self, invoke, task_id, limit, actor_id=None, name=""):
+        """A streaming call: open its stream (before ``invoke()`` runs it: in local mode the
+        shell looks the stream up), invoke it, and return ``[completion id]``."""
+        stream = Stream(self.objects, task_id, limit, actor_id)
         with self._lock:
             self._streams[task_id] = stream
         if self.local_mode:
             SINKS[task_id] = stream
-        return stream
+        completion_id = IdFactory.returns(task_id, 1)[0]
+        completion = self.objects.new_pending(completion_id, actor_id, name)
+        try:
+            ref = invoke()
+        except BaseException as exc:
+            self._completed(stream, completion, exc)
+            raise
+        completion_of(ref).add(lambda value, exc: self._completed(
+            stream, completion, exc if exc is not None else value))
+        return [completion_id]
 
     def _stream_of(self, generator_id):
         return self._streams.get(generator_id[:TASK_ID_SIZE])
 
-    def stream_next(self, generator_id, timeout):
-        self._check_started()
+    def next(self, generator_id, timeout):
+        """The id of the stream's next item (None at its end); GetTimeout after ``timeout``."""
         stream = self._stream_of(generator_id)
         return None if stream is None else stream.take(timeout)
 
-    def stream_peek(self, generator_id):
+    def peek(self, generator_id):
+        """``(id of the next item, whether the stream has ended)``."""
         stream = self._stream_of(generator_id)
         if stream is None:
             return _item(generator_id[:TASK_ID_SIZE], 0), True
         return stream.peek()
 
-    def stream_close(self, generator_id):
-        self._releases.put(self._close_stream, generator_id)  # from a finalizer: deferred
+    def close(self, generator_id):
+        """The consumer's generator is gone (from a finalizer: deferred)."""
+        self._releases.put(self._close, generator_id)
 
-    def _close_stream(self, generator_id):
-        stream = self._streams.pop(generator_id[:TASK_ID_SIZE], None)
+    def _close(self, generator_id):
+        with self._lock:
+            stream = self._streams.pop(generator_id[:TASK_ID_SIZE], None)
         if stream is not None:
             stream.close()
 
-    def _end_streams_of(self, actor_id):
+    def cancel(self, task_id):
+        """The call ``task_id`` was cancelled: its stream, if it has one, stops."""
+        stream = self._streams.get(task_id)
+        if stream is not None:
+            stream.cancel()
+
+    def end_of(self, actor_id):
         """The actor is gone: its streams end (their completions hold its death)."""
-        for stream in [s for s in self._streams.values() if s.actor_id == actor_id]:
+        with self._lock:
+            streams = [s for s in self._streams.values() if s.actor_id == actor_id]
+        for stream in streams:
             stream.finish()
 
-    def _stream_completed(self, stream, completion, box):
+    def close_all(self):
+        """Shutdown: every producer paused by backpressure stops."""
+        with self._lock:
+            streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            stream.cancel()
+
+    def _completed(self, stream, completion, box):
         """The streaming call's yr result arrived: feed what a cluster call collected, end
         the stream, resolve the completion object (None, or the call's failure)."""
         value = box.value if isinstance(box, shell.Box) and box.ok else None
@@ -186,9 +230,12 @@ class StreamsMixin:
         if isinstance(box, shell.Box) and not box.ok:
             failure = box
         elif isinstance(box, BaseException):
-            failure = shell.Box(False, box if isinstance(box, errors.CoreError) else self._from_yr_error(box))
+            failure = shell.Box(False, box if isinstance(box, errors.CoreError) else from_yr_error(box))
         else:
             failure = None
         stream.finish(drop_untaken=stream.cancelled)
         if not completion.done():
-            completion.set_result(failure or shell.Box(True, None))
+            try:
+                completion.set_result(failure or shell.Box(True, None))
+            except concurrent.futures.InvalidStateError:  # cancelled or shut down meanwhile
+                pass
