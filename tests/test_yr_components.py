@@ -189,3 +189,22 @@ def test_an_actor_whose_handles_are_gone_ends_after_its_calls_and_its_calls_fail
     finally:
         endings.close()
         releases.close()
+
+
+def test_a_dropped_running_call_is_still_waited_for_at_exit_and_nothing_waits_after_close():
+    table, releases = object_table()
+    try:
+        call = Ref()
+        call._future = concurrent.futures.Future()
+        oid = table.new_id(call)
+        table.drop(oid)  # the program let go of it while it runs: exit still gives it its grace
+        [ended] = table.unfinished()
+        assert not ended.done()
+        call._future.set_result(shell.Box(True, 1))
+        assert ended.done() and table.unfinished() == []
+        gone = errors.NotInitialized("shut down")
+        table.close(gone)
+        late = table.new_pending(b"late-item")  # a stream item after shutdown: failed at once
+        assert late.exception() is gone and table.entry(b"late-item") is None
+    finally:
+        releases.close()

@@ -117,19 +117,25 @@ class ActorTable:
                 namespace=None if self.local_mode else namespace, restarts=options.max_restarts,
                 retries=options.max_task_retries, concurrency=concurrency, detached=options.detached,
                 runtime_env=options.runtime_env, placement=placement)
-            actor.arg_holds = packed
+            with self._lock:
+                actor.arg_holds = packed
             proxy = self._shell().options(opts).invoke(cls, meta, packed, *deps)
         except BaseException:
-            self.objects.release_now(actor.arg_holds)
-            actor.arg_holds = None
             with self._lock:
+                held, actor.arg_holds = actor.arg_holds, None
                 self._actors.pop(actor_id, None)
                 if options.name and self._names.get((namespace, options.name)) == actor_id:
                     del self._names[(namespace, options.name)]
                 actor.dead = True
+            self.objects.release_now(held)
             actor.created.set()
             raise
         actor.set_proxy(proxy)
+        if actor.dead:  # killed while it was being created (by name): its instance goes too
+            with self._lock:
+                held, actor.arg_holds = actor.arg_holds, None
+            self.objects.release_now(held)
+            self._terminate(actor)
         return info
 
     def _actor(self, actor_id):
@@ -218,8 +224,8 @@ class ActorTable:
         free at once; :meth:`_act_on_death` does the rest, outside the lock."""
         if actor.dead:
             return False
+        actor.death = death  # before dead: readers without the lock see a death with it
         actor.dead = True
-        actor.death = death
         info = actor.info
         if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
             del self._names[(info.namespace, info.name)]
@@ -229,7 +235,8 @@ class ActorTable:
         """The actor died: its constructor arguments' holds and its resources go back, its
         calls in flight fail now (``every_call``: also those nobody asked about yet), as in
         Ray, and its streams end."""
-        packed, actor.arg_holds = actor.arg_holds, None
+        with self._lock:
+            packed, actor.arg_holds = actor.arg_holds, None
         self.objects.release_now(packed)
         if self._local is not None:  # its resources go back (or its waiting request ends)
             self._local.release(actor.actor_id)

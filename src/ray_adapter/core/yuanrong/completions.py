@@ -15,6 +15,7 @@ caller's when the call has ended already; ``Completion`` guards its own state wi
 """
 import concurrent.futures
 import threading
+import traceback
 
 _ATTR = "_ray_adapter_completion"
 _create_lock = threading.Lock()
@@ -74,8 +75,11 @@ class Completion:
         with self._lock:
             self._outcome = (value, exc)
             callbacks, self._callbacks = self._callbacks, None
-        for callback in callbacks:
-            callback(value, exc)
+        for callback in callbacks:  # one failing must not keep the others from running
+            try:
+                callback(value, exc)
+            except Exception:  # noqa: BLE001 - a bug of ours: shown, not swallowed
+                traceback.print_exc()
         return True
 
     def add(self, callback):

@@ -144,6 +144,7 @@ class ObjectTable:
         self._lock = OwnedRLock()
         self._objects = {}           # object id -> _Obj
         self._dropped_running = {}   # object id -> Future set when its dropped call ends
+        self._closed = None          # the error of close(): futures made later fail with it
         # What a wait on an id the table does not hold waits on: failed at close only.
         self.never = concurrent.futures.Future()
 
@@ -162,7 +163,11 @@ class ObjectTable:
         obj = _Obj(None, None, actor_id, name)
         future = obj.future = concurrent.futures.Future()
         with self._lock:
-            self._objects[object_id] = obj
+            closed = self._closed
+            if closed is None:
+                self._objects[object_id] = obj
+        if closed is not None:  # after shutdown (a late stream item): failed, never entered
+            future.set_exception(closed)
         return future
 
     def pending_future(self, object_id):
@@ -265,6 +270,10 @@ class ObjectTable:
             if future is not None:
                 return future
             future = obj.future = concurrent.futures.Future()
+            closed = self._closed
+        if closed is not None:  # closed meanwhile: nothing would ever fail it
+            future.set_exception(closed)
+            return future
         completion_of(obj.ref).add(lambda value, exc: _settle(future, value, exc))
         return future
 
@@ -444,7 +453,9 @@ class ObjectTable:
     def drop(self, object_id):
         """(Release thread.) One reference to ``object_id`` is gone; the last frees it: what
         its value holds is released, a call still running is remembered until it ends (exit
-        grace), an error nobody read is reported."""
+        grace: in the same step as the entry goes, so :meth:`unfinished` sees one or the
+        other), an error nobody read is reported."""
+        ended = None
         with self._lock:
             obj = self._objects.get(object_id)
             if obj is None:
@@ -453,10 +464,12 @@ class ObjectTable:
             if obj.refs > 0:
                 return
             del self._objects[object_id]
+            if obj.ref is not None and obj.index in (None, 0):
+                ended = self._dropped_running[object_id] = concurrent.futures.Future()
+        if ended is not None:
+            self._forget_when_ended(object_id, obj.ref, ended)
         if obj.contained is not None:
             self.release_contained(obj.contained)
-        if obj.ref is not None and obj.index in (None, 0):
-            self._track_running(object_id, obj.ref)
         if not obj.read:
             self._report_unread(obj)
 
@@ -468,22 +481,15 @@ class ObjectTable:
             if obj is not None:
                 obj.refs += 1
 
-    def _track_running(self, object_id, ref):
-        """A call whose result nobody holds any more, still running: remembered until it ends,
-        so interpreter exit can give it its grace (:meth:`unfinished`)."""
-        completion = completion_of(ref)
-        if completion.done:
-            return
-        ended = concurrent.futures.Future()
-        with self._lock:
-            self._dropped_running[object_id] = ended
-
+    def _forget_when_ended(self, object_id, ref, ended):
+        """A dropped call (``ref``) is remembered in ``_dropped_running`` until it ends, so
+        interpreter exit can give it its grace (:meth:`unfinished`)."""
         def forget(_value, _exc):
             with self._lock:
                 self._dropped_running.pop(object_id, None)
             ended.set_result(None)
 
-        completion.add(forget)
+        completion_of(ref).add(forget)
 
     # -- unread errors ---------------------------------------------------------------------
     def _report_unread(self, obj):
@@ -647,6 +653,7 @@ class ObjectTable:
     def close(self, error):
         """Shutdown: every get / wait still blocked raises ``error``; the table is emptied."""
         with self._lock:
+            self._closed = error
             pending = [obj.future for obj in self._objects.values()
                        if obj.future is not None and not obj.future.done()]
             self._objects.clear()

@@ -164,11 +164,11 @@ class ResourceGroups:
         oid = self._ids.put()
         future = self.objects.new_pending(oid)
 
-        def settle(done):
+        def settle(done):  # the object may have been failed meanwhile (shutdown, a cancel)
             if done.exception() is not None:
-                future.set_exception(done.exception())
+                _settle(future, None, done.exception())
             else:
-                future.set_result(shell.Box(True, shell.pack(value)))
+                _settle(future, shell.Box(True, shell.pack(value)))
 
         group.ready.add_done_callback(settle)
         return oid

@@ -66,7 +66,10 @@ class Stream:
         if closed:  # closed meanwhile: nobody will take the next one (dropping twice is harmless)
             objects.drop(_item(self.task_id, index + 1))
         if future is not None:
-            future.set_result(box)
+            try:
+                future.set_result(box)
+            except concurrent.futures.InvalidStateError:  # cancelled or shut down meanwhile
+                pass
         with self._cond:
             while (block and self.limit > 0 and self.produced - self.consumed >= self.limit
                    and not self.closed and not self.cancelled):
