@@ -110,11 +110,17 @@ def segments(driver, workers, cycles):
             first.setdefault(stamps[j][0], stamps[j][1])
             j += 1
         found.append(first)
-    out = {}
+    out, bounds = {}, {}
     for name, a, b in _SEGMENTS:
-        values = [(f[b] - f[a]) / 1000 for f in found if a in f and b in f and f[b] >= f[a]]
-        out[name] = round(statistics.median(values), 1) if values else None
+        used = [f for f in found if a in f and b in f and f[b] >= f[a]]
+        out[name] = round(statistics.median((f[b] - f[a]) / 1000 for f in used), 1) if used else None
+        # The median total of the very cycles that gave the segment: a segment's median can
+        # never exceed it (pointwise), whereas the median of every cycle is no bound for a
+        # segment found in a few (slow) cycles only.
+        if used:
+            bounds[name] = round(statistics.median((f["end"] - f["start"]) / 1000 for f in used), 1)
     out["total_with_stamps"] = round(statistics.median((e - s) / 1000 for s, e in cycles), 1)
+    out["bounds"] = bounds
     return out
 
 
