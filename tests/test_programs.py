@@ -56,7 +56,7 @@ YR_LOCAL_SKIPS = {
 }
 RUNTIMES = ["embedded", "yr-local"]
 # Programs that import an optional package: skipped (saying so) where it is not installed.
-NEEDS = {"collective_weights": "torch"}
+NEEDS = {"collective_weights": "torch", "torch_values": "torch"}
 
 
 def _has_module(python, module):

@@ -47,3 +47,18 @@ def test_an_unserializable_argument_is_named():
     with pytest.raises(errors.Unserializable) as info:
         serialize_args((1, threading.Lock()), {})
     assert "lock" in info.value.value_repr
+
+
+def test_a_torch_state_dict_travels_out_of_band_and_comes_back_writable_and_its_own():
+    """torch pickles a storage by torch.save into the pickle's bytes; its bytes travel out of
+    band instead (one buffer per tensor; large ones in shared memory), and the reader gets a
+    writable tensor of its own, as from Ray (tests/programs/torch_values.py compares the rest)."""
+    torch = pytest.importorskip("torch")
+    weight = torch.arange(1 << 20, dtype=torch.float32)  # 4 MB: shared memory
+    state = {"weight": weight, "bias": torch.ones(3, dtype=torch.bfloat16)}
+    ser = serialization.dumps(state)
+    assert len(ser.buffers) == 2 and len(ser.data) < 4096  # no tensor bytes inside the pickle
+    back = serialization.loads(ser)
+    assert torch.equal(back["weight"], weight) and back["bias"].dtype == torch.bfloat16
+    back["weight"][0] = 5.0  # writable, and a copy: the stored bytes are unchanged
+    assert float(serialization.loads(ser)["weight"][0]) == 0.0 and float(weight[0]) == 0.0

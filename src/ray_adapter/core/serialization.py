@@ -1,13 +1,22 @@
 """Value serialization for the runtime core: cloudpickle, pickle protocol 5.
 
-Contiguous buffers (numpy arrays, torch CPU tensors, bytearrays) travel out of band as separate
-buffers, so readers get read-only views over them, as from Ray's object store; large ones are
-copied once into shared memory (:mod:`.shm`) and never again on their way between processes.
+Contiguous buffers (numpy arrays, bytearrays) travel out of band as separate buffers, so readers
+get read-only views over them, as from Ray's object store; large ones are copied once into
+shared memory (:mod:`.shm`) and never again on their way between processes.
+
+Torch CPU tensors: torch pickles a tensor as its metadata plus its storage (a TypedStorage for
+every dtype but float8 and bits), and a storage by ``torch.save`` into bytes (in band: a serialization, a copy into the pickle, and a
+``torch.load`` per reader). Here a CPU storage's bytes travel out of band instead (tensors keep
+torch's own reduce: shape, strides, offset, ``requires_grad``). As from Ray, a reader gets a
+writable tensor of its own: in a worker, over its private copy-on-write mapping of the shared
+memory (no copy until it writes), elsewhere (the driver reading its own put; small storages
+sent in band) over a copy.
 """
 import collections
 import errno
 import io
 import pickle
+import sys
 import types
 
 import cloudpickle
@@ -53,11 +62,58 @@ def _code_reduce_keeping_filename(code):
     return ctor, tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
 
 
+def _storage_bytes(untyped):
+    """A uint8 numpy array viewing a CPU UntypedStorage's bytes (no copy)."""
+    import torch
+
+    return torch.empty(0, dtype=torch.uint8).set_(untyped).numpy()
+
+
+def _reduce_storage(storage):
+    """A CPU TypedStorage (what torch pickles a tensor's data as, for every dtype but the
+    float8/bits ones) with its bytes out of band; any other (a device's, a fake one) as torch
+    pickles it."""
+    untyped = storage._untyped_storage
+    if untyped.device.type != "cpu" or getattr(storage, "_fake_device", None) is not None:
+        return storage.__reduce__()
+    data = _storage_bytes(untyped) if untyped.nbytes() else b""
+    return _rebuild_storage, (pickle.PickleBuffer(data), storage.dtype)
+
+
+def _rebuild_storage(buffer, dtype):
+    """The TypedStorage :func:`_reduce_storage` sent: writable and the reader's own (see the
+    module's docstring)."""
+    import numpy
+    import torch
+
+    array = shm.private_array(buffer)  # a worker's copy-on-write mapping: no copy
+    if array is None:
+        array = numpy.frombuffer(bytearray(buffer), dtype=numpy.uint8)
+    untyped = torch.from_numpy(array).untyped_storage() if array.nbytes else torch.UntypedStorage(0)
+    return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)
+
+
+#: Reducers added once torch is imported in this process (see :func:`_torch_reducers`).
+_LATE_REDUCERS = {}
+
+
+def _torch_reducers():
+    """Register the storage reducers the first time a value is pickled with torch imported."""
+    torch = sys.modules.get("torch")
+    if torch is None or _LATE_REDUCERS:
+        return
+    storage = getattr(torch, "storage", None)
+    if storage is None or not hasattr(storage, "TypedStorage"):
+        return  # torch is still being imported
+    _LATE_REDUCERS[storage.TypedStorage] = _reduce_storage
+
+
 class _Pickler(cloudpickle.Pickler):
-    """cloudpickle, except that functions pickled by value keep their source file name."""
+    """cloudpickle, except that functions pickled by value keep their source file name and
+    CPU torch storages travel out of band."""
 
     dispatch_table = collections.ChainMap(
-        {types.CodeType: _code_reduce_keeping_filename}, cloudpickle.Pickler.dispatch_table)
+        {types.CodeType: _code_reduce_keeping_filename}, _LATE_REDUCERS, cloudpickle.Pickler.dispatch_table)
 
 
 def _cloudpickle_dumps(value, buffer_callback=None):
@@ -134,6 +190,8 @@ def dumps(value):
     buffer of it."""
     if _is_plain(value):
         return Serialized(pickle.dumps(value, protocol=5))
+    if not _LATE_REDUCERS:
+        _torch_reducers()
     buffers = []
 
     def keep_in_band(buf):

@@ -69,6 +69,28 @@ def shared_source(raw):
     return None
 
 
+def private_array(view):
+    """A writable uint8 numpy array over the memory of ``view`` (a buffer pickle handed a
+    reducer) when that memory is this process's private copy-on-write mapping of a shared
+    buffer (a worker's: writes change its own pages only), keeping the buffer alive as long as
+    the array lives; None otherwise (the driver's shared arena, bytes, a part of a buffer)."""
+    if not isinstance(view, memoryview):
+        return None
+    owner = shared_source(view)
+    mapping = getattr(owner, "private_mapping", None)
+    if mapping is None:
+        return None
+    import numpy
+
+    array = numpy.frombuffer(mapping[0], dtype=numpy.uint8, count=owner.nbytes, offset=mapping[1])
+    weakref.finalize(array, _keep, owner)
+    return array
+
+
+def _keep(owner):
+    """Holds ``owner`` until the array it is registered with is collected."""
+
+
 def _address(view):
     import numpy
 
@@ -79,12 +101,18 @@ class ShmBuffer:
     """A memfd of its own: ``fd`` (to send on), ``map``, ``view``, ``nbytes``."""
 
     is_shared_buffer = True
-    __slots__ = ("fd", "map", "nbytes", "__weakref__")
+    __slots__ = ("fd", "map", "nbytes", "private", "__weakref__")
 
-    def __init__(self, fd, mapping, nbytes):
+    def __init__(self, fd, mapping, nbytes, private=False):
         self.fd = fd
         self.map = mapping
         self.nbytes = nbytes
+        self.private = private  # mapped copy-on-write (received): see private_array
+
+    @property
+    def private_mapping(self):
+        """``(mapping, offset)`` when this process's mapping is private, else None."""
+        return (self.map, 0) if self.private else None
 
     @property
     def view(self):
@@ -109,7 +137,7 @@ class ShmBuffer:
     @classmethod
     def from_fd(cls, fd, nbytes):
         """Map a received descriptor, private (the buffer owns ``fd`` from now on)."""
-        return cls(fd, map_private(fd, nbytes), nbytes)
+        return cls(fd, map_private(fd, nbytes), nbytes, private=True)
 
     def __del__(self):
         # The mapping itself lives on while arrays still view it; only the descriptor goes.
@@ -138,6 +166,11 @@ class RemoteBlock:
     def view(self):
         """A new exported view (it keeps this block alive; see ShmBuffer.view)."""
         return exported_view(self._mapping, self.key[1], self.nbytes, self)
+
+    @property
+    def private_mapping(self):
+        """``(mapping, offset)``: a worker maps the arena's segments private."""
+        return self._mapping, self.key[1]
 
     def __del__(self):
         released = self._released
