@@ -44,6 +44,12 @@ def main():
     parser.add_argument("--ray-python", default=os.environ.get("RAY_REFERENCE_PYTHON"))
     args = parser.parse_args()
     scripts = [HERE / "speedup.py", HERE / "scale_bench.py"]
+    try:  # the RL data path and start-up: only where torch is installed
+        import torch  # noqa: F401
+
+        scripts += [HERE / "weights_bench.py", HERE / "worker_group_bench.py"]
+    except ImportError:
+        pass
     if SHARED_BENCH.exists():
         scripts.insert(0, SHARED_BENCH)
     results = {}

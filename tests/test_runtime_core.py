@@ -1,5 +1,6 @@
 """Regression tests for what the one-class, one-lock embedded runtime got wrong under
 concurrency (issue 6): each reproduces what a user or reviewer saw, with real workers."""
+import json
 import os
 import signal
 import sys
@@ -399,3 +400,36 @@ def test_force_cancel_ends_a_task_that_holds_the_gil(ray):
     with pytest.raises(ray.exceptions.TaskCancelledError):
         ray.get(ref, timeout=30)
     assert ray.get(ray.remote(num_cpus=2)(lambda: 2).remote(), timeout=30) == 2
+
+
+_PRELOAD_PROBE = """
+import json, sys
+import torch, ray
+ray.init(num_cpus=2)
+
+@ray.remote
+def modules():
+    return "torch" in sys.modules  # a task that never touches torch
+
+@ray.remote(num_cpus=1)
+class Threads:
+    def count(self):
+        import torch
+        return torch.get_num_threads()
+
+one = Threads.options(runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}).remote()
+print(json.dumps([ray.get(modules.remote()), ray.get(one.count.remote())]))
+"""
+
+
+@pytest.mark.parametrize("named, preloaded", [(None, True), ("", False)])
+def test_workers_start_with_the_modules_the_driver_imported(named, preloaded):
+    """The embedded runtime's worker template imports torch when the driver has (an RL
+    worker group then starts without paying for it again), unless RAY_ADAPTER_PRELOAD_MODULES
+    says otherwise; a worker given OMP_NUM_THREADS still gets that many torch threads, though
+    torch read the variable when the template imported it."""
+    pytest.importorskip("torch")
+    env = {} if named is None else {"RAY_ADAPTER_PRELOAD_MODULES": named}
+    out = run_code(_PRELOAD_PROBE, env=env, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [preloaded, 1]

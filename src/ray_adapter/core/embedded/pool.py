@@ -36,7 +36,7 @@ from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.entry import default_worker as entry
 from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking
-from ray_adapter.core.embedded.zygote import Zygote
+from ray_adapter.core.embedded.zygote import Zygote, preload_modules
 from ray_adapter.core.execution import MAIN_MODULE_ENV, main_module_name
 from ray_adapter.core.threads import blocking_signals, start_daemon
 
@@ -130,7 +130,8 @@ class WorkerPool:
             try:
                 # It removes the session directory when the driver is gone, however it ended.
                 self._zygote = Zygote(default_spec.environ, stdout=out, stderr=out,
-                                      cwd=default_spec.cwd, remove_on_exit=session_dir)
+                                      cwd=default_spec.cwd, remove_on_exit=session_dir,
+                                      preload=preload_modules())
             except OSError:  # no template: every worker is a fresh interpreter
                 self._zygote = None
         self._init = init_message      # a function (worker_id, node, spec) -> protocol.Init

@@ -4,8 +4,12 @@ Starting a Python interpreter and importing the worker (the runtime core, the ``
 cloudpickle, msgspec...) costs about 150 ms of CPU per worker; forking a process that already
 did costs a few milliseconds, so dozens of actors start at once (RL controllers start dozens).
 
-The template (:func:`main`, ``python -m ray_adapter.core.embedded.zygote FD``) is started by
-the driver with the workers' environment. It stays single-threaded (forking is safe) and serves
+The template (:func:`main`, ``python -m ray_adapter.core.embedded.zygote FD [SESSION_DIR
+[MODULES]]``) is started by the driver with the workers' environment. It also imports the
+heavy modules the driver had imported when it started (:func:`preload_modules`: torch, numpy),
+so an actor of an RL worker group does not pay for ``import torch`` again (about a second
+each); importing torch initializes neither CUDA nor its thread pools, and a child that is
+given ``OMP_NUM_THREADS`` applies it (torch read the variable at import). It stays single-threaded (forking is safe) and serves
 one control socket: a spawn request carries the worker's end of its socket pair (SCM_RIGHTS)
 and per-worker environment changes; the template forks, the child starts a new session and
 becomes :func:`ray_adapter.core.embedded.worker.main`, and the template answers with the pid.
@@ -73,6 +77,13 @@ def main(argv=None):
     from ray_adapter.core.embedded import worker  # noqa: F401 - what every worker imports
     import ray  # noqa: F401
 
+    import importlib
+
+    for name in filter(None, (argv[2] if len(argv) > 2 else "").split(",")):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a worker imports it itself (and reports what fails)
+            pass
     import gc
 
     gc.freeze()  # what is imported now is shared with every child, untouched by their GCs
@@ -107,7 +118,7 @@ def main(argv=None):
 def _leave(argv):
     """The driver is gone: remove its session directory (``argv[1]``, when given: a driver
     killed by a signal could not) and exit."""
-    if len(argv) > 1:
+    if len(argv) > 1 and argv[1]:
         import shutil
 
         shutil.rmtree(argv[1], ignore_errors=True)
@@ -151,6 +162,9 @@ def _child(fd, request, ctl, wake_r, wake_w):
     try:
         os.setsid()
         os.environ.update(request.get("env") or {})
+        torch = sys.modules.get("torch")
+        if torch is not None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+            torch.set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"])))  # read at import
         if request.get("cwd"):
             os.chdir(request["cwd"])
         for path in reversed(request.get("path") or []):
@@ -221,12 +235,30 @@ class ForkedProcess:
             pass
 
 
-class Zygote:
-    """The driver's handle on the template process."""
+#: Modules the template imports when the driver has (see the module's docstring).
+PRELOADED = ("numpy", "torch")
+#: The environment variable naming the modules instead (comma-separated; empty: none).
+PRELOAD_ENV = "RAY_ADAPTER_PRELOAD_MODULES"
 
-    def __init__(self, env, stdout=None, stderr=None, cwd=None, remove_on_exit=None):
+
+def preload_modules():
+    """The modules the template imports before it forks a worker: those :data:`PRELOAD_ENV`
+    names when it is set, else those of :data:`PRELOADED` this process has imported. The
+    first worker waits for them (``import torch``: about a second here), every later one
+    starts with them imported."""
+    named = os.environ.get(PRELOAD_ENV)
+    if named is not None:
+        return [name.strip() for name in named.split(",") if name.strip()]
+    return [name for name in PRELOADED if name in sys.modules]
+
+
+class Zygote:
+    """The driver's handle on the template process; ``preload``: modules it imports before it
+    forks anything (see :func:`preload_modules`)."""
+
+    def __init__(self, env, stdout=None, stderr=None, cwd=None, remove_on_exit=None, preload=()):
         parent, child = socket.socketpair()
-        extra = [remove_on_exit] if remove_on_exit else []
+        extra = [remove_on_exit or "", ",".join(preload)]
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "ray_adapter.core.embedded.zygote", str(child.fileno()), *extra],
