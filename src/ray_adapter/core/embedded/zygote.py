@@ -6,11 +6,13 @@ did costs a few milliseconds, so dozens of actors start at once (RL controllers 
 
 The template (:func:`main`, ``python -m ray_adapter.core.embedded.zygote FD [SESSION_DIR
 [MODULES]]``) is started by the driver with the workers' environment. It also imports the
-heavy modules the driver had imported when it started (:func:`preload_modules`: torch, numpy),
+heavy modules the driver had imported when it started (:func:`preload_modules`: torch),
 so an actor of an RL worker group does not pay for ``import torch`` again (about a second
-each); importing torch initializes neither CUDA nor its thread pools, and a child that is
-given ``OMP_NUM_THREADS`` applies it (torch read the variable at import). It stays single-threaded (forking is safe) and serves
-one control socket: a spawn request carries the worker's end of its socket pair (SCM_RIGHTS)
+each); importing torch initializes neither CUDA nor its OpenMP pool, and a child that is
+given ``OMP_NUM_THREADS`` applies it (torch read the variable at import). Its Python code
+stays single-threaded (forking is safe; the one native thread an import may start, numpy's
+BLAS pool, is idle and re-initialised in the child by its own fork handler) and serves one
+control socket: a spawn request carries the worker's end of its socket pair (SCM_RIGHTS)
 and per-worker environment changes; the template forks, the child starts a new session and
 becomes :func:`ray_adapter.core.embedded.worker.main`, and the template answers with the pid.
 It reaps its children (SIGCHLD, through a self-pipe) and reports each exit code. When the
@@ -236,7 +238,7 @@ class ForkedProcess:
 
 
 #: Modules the template imports when the driver has (see the module's docstring).
-PRELOADED = ("numpy", "torch")
+PRELOADED = ("torch",)
 #: The environment variable naming the modules instead (comma-separated; empty: none).
 PRELOAD_ENV = "RAY_ADAPTER_PRELOAD_MODULES"
 
