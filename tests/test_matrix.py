@@ -156,10 +156,9 @@ def test_a_third_backend_is_a_new_column(tmp_path, monkeypatch):
         if path.name != "backends.toml":
             text = re.sub(r'(?m)^yuanrong = ("[a-z]+")$', r'yuanrong = \1\nthird = "gap"', path.read_text())
             path.write_text(text)
-    caches = [matrix.modules, matrix.submodule_entries, matrix.options, matrix.option_sections,
-              matrix.api_levels]
+    caches = [matrix._backends, matrix.modules, matrix.submodule_entries, matrix.options,
+              matrix.option_sections, matrix.api_levels]
     monkeypatch.setattr(matrix, "MATRIX_DIR", str(copy))
-    monkeypatch.setattr(matrix, "BACKENDS", matrix._load_backends())
     for fn in caches:
         fn.cache_clear()
     try:

@@ -5,6 +5,9 @@ its matrix entry. The classes subclass the builtin a Ray user's code would catch
 ``AttributeError`` (so ``hasattr`` works), ``ModuleNotFoundError`` (so ``try: import ray.serve
 except ImportError`` works) and ``ValueError`` for options.
 """
+import os
+import sys
+
 from ray_adapter import matrix
 
 
@@ -107,11 +110,24 @@ def extra_missing_error(qualname, extra, package):
 
 
 def module_getattr(module):
-    """A module-level ``__getattr__`` for proxy module ``module``: gap errors from the matrix."""
+    """A module-level ``__getattr__`` for proxy module ``module``: gap errors from the matrix.
+
+    A submodule of the package that is not imported yet is only an AttributeError: ``from
+    package import submodule`` asks for it before importing it (``hasattr``), and the gap
+    error would load the whole matrix (tens of milliseconds) on every ``import ray``."""
+    package_dirs = None
 
     def __getattr__(name):
+        nonlocal package_dirs
         if name.startswith("__"):
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if package_dirs is None:
+            own = sys.modules.get("ray_adapter." + module)  # "ray.util" -> ray_adapter.ray.util
+            package_dirs = list(getattr(own, "__path__", None) or ())
+        for folder in package_dirs:
+            if os.path.exists(os.path.join(folder, name + ".py")) or \
+                    os.path.exists(os.path.join(folder, name, "__init__.py")):
+                raise AttributeError(f"module {module!r} has no attribute {name!r}")
         raise attribute_gap_error(module, name)
 
     return __getattr__

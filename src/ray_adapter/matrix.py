@@ -38,7 +38,7 @@ class Entry:
         for name, status in self.statuses:
             if name == backend:
                 return status
-        raise KeyError(f"the compat matrix has no backend {backend!r} (backends: {', '.join(BACKENDS)})")
+        raise KeyError(f"the compat matrix has no backend {backend!r} (backends: {', '.join(_backends())})")
 
     @property
     def available(self):
@@ -72,15 +72,18 @@ def _freeze(value):
 
 def _entry(module, name, spec, kind=None):
     """An Entry from a data-file table; every backend must have a status."""
-    missing = [b for b in BACKENDS if b not in spec]
+    backends = _backends()
+    missing = [b for b in backends if b not in spec]
     if missing:
         raise ValueError(f"compat matrix entry {module}.{name} has no status for {missing}")
-    statuses = tuple((b, spec[b]) for b in BACKENDS)
-    extra = tuple((k, _freeze(v)) for k, v in spec.items() if k not in BACKENDS and k not in _ENTRY_FIELDS)
+    statuses = tuple((b, spec[b]) for b in backends)
+    extra = tuple((k, _freeze(v)) for k, v in spec.items() if k not in backends and k not in _ENTRY_FIELDS)
     return Entry(module, name, kind or spec.get("kind", ""), statuses, spec.get("note", ""), extra)
 
 
-def _load_backends():
+@functools.lru_cache(maxsize=None)
+def _backends():
+    """The backends the matrix gives statuses for (``backends.toml``), read at first use."""
     data = _load_toml(os.path.join(MATRIX_DIR, "backends.toml"))
     return tuple(data["backends"])
 
@@ -132,7 +135,7 @@ def module_entry(module):
         return submodule_entries()[module]
     if module in modules():
         status = modules()[module]["module_status"]
-        return Entry(module, "", "module", tuple((b, status) for b in BACKENDS), modules()[module]["note"])
+        return Entry(module, "", "module", tuple((b, status) for b in _backends()), modules()[module]["note"])
     return None
 
 
@@ -214,4 +217,8 @@ def option_ref(owner_api, option):
     return f"`ray-adapter report --symbol {query}` (compat_matrix/options.toml {tables})"
 
 
-BACKENDS = _load_backends()
+def __getattr__(name):
+    # BACKENDS is read from its data file at first use, not when ``import ray`` imports this.
+    if name == "BACKENDS":
+        return _backends()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,6 @@ ObjectRef raises on ``ray.get``); a failure that ends the task itself (worker de
 cancellation) arrives as the :meth:`~ObjectRefGenerator.completed` ref, then the iteration
 stops.
 """
-import asyncio
 import sys
 
 from ray_adapter.ray._private.core_access import core as _core, translated
@@ -155,6 +154,8 @@ class ObjectRefGenerator:
         return ref
 
     async def _next_async(self, timeout_s=None):
+        import asyncio  # here, not at ``import ray``: a program without async code never loads it
+
         if self._generator_task_raised:
             raise StopAsyncIteration
         with translated:
