@@ -16,7 +16,6 @@ through their loop.
 Thread-safety: :class:`Budget` state is guarded by its condition's lock (a leaf lock; nothing
 is called out under it).
 """
-import asyncio
 import inspect
 import threading
 
@@ -92,7 +91,9 @@ class Budget:
                 stream = self._streams.get(task_id)
                 if stream is None or not self._blocked(stream):
                     return
-                if stream.event is None:
+                if stream.event is None:  # a coroutine producer: asyncio is loaded already
+                    import asyncio
+
                     stream.event, stream.loop = asyncio.Event(), asyncio.get_running_loop()
                 stream.event.clear()
                 event = stream.event
@@ -182,6 +183,8 @@ def produce(worker, task_id, name, result, budget, cancelled=lambda: False, acto
 
 
 def _produce_async_in_thread(worker, task_id, name, agen, budget, cancelled, actor):
+    import asyncio  # here: the driver imports this module, and most programs have no async code
+
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(
