@@ -29,6 +29,31 @@ def apply_env(env_vars):
     return saved
 
 
+def with_thread_default(env_vars, resources):
+    """``env_vars`` of a call, plus Ray's default ``OMP_NUM_THREADS`` when neither they nor
+    the process's environment set it: the CPUs assigned to the call (``resources``, a
+    ``{name: amount}`` dict) rounded down, at least 1 (an actor without ``num_cpus``: 1).
+    Mirrors what Ray's workers do before running a call."""
+    if "OMP_NUM_THREADS" in os.environ or (env_vars and "OMP_NUM_THREADS" in env_vars):
+        return env_vars
+    merged = dict(env_vars or {})
+    merged["OMP_NUM_THREADS"] = str(max(int(resources.get("CPU") or 1), 1))
+    return merged
+
+
+def sync_torch_threads():
+    """torch reads OMP_NUM_THREADS when it is imported: one imported before the variable was
+    set for this call (a worker forked from a template that imported it) is told now."""
+    torch = sys.modules.get("torch")
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is not None and threads.isdigit() and int(threads) > 0:
+        try:
+            if torch.get_num_threads() != int(threads):
+                torch.set_num_threads(int(threads))
+        except Exception:  # noqa: BLE001 - torch half-imported, or an odd build: left as is
+            pass
+
+
 def restore_env(saved):
     """Undo :func:`apply_env`."""
     for k, v in (saved or {}).items():

@@ -36,7 +36,8 @@ from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled, cancel
 from ray_adapter.core.embedded.worker_core import current_call, current_function
 from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,
                                         argument_failure, construct, construct_async, exit_status,
-                                        function_descriptor, intended_exit, task_failure)
+                                        function_descriptor, intended_exit, sync_torch_threads,
+                                        task_failure, with_thread_default)
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -78,7 +79,8 @@ class ActorHost:
         w.runtime_env = pickle.loads(message.runtime_env)
         w.restart_count = message.restart_count
         w.assigned_resources, w.gpu_ids = message.resources, message.gpu_ids
-        apply_env(message.env)
+        apply_env(with_thread_default(message.env, message.resources))
+        sync_torch_threads()
         name = message.class_name + ".__init__"
         token = current_call.set((None, name, message.actor_id))
         function_token = None

@@ -37,7 +37,7 @@ from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocki
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, current_function
 from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import (apply_env, exit_status, function_descriptor, restore_env,
-                                        task_failure)
+                                        sync_torch_threads, task_failure, with_thread_default)
 from ray_adapter.core.threads import start_daemon, unblock_signals
 
 
@@ -349,7 +349,8 @@ class Worker:
             return
         self.assigned_resources, self.gpu_ids = message.resources, message.gpu_ids
         self.assignment = message.assignment
-        saved_env = apply_env(message.env)
+        saved_env = apply_env(with_thread_default(message.env, message.resources))
+        sync_torch_threads()
         token = current_call.set((task_id, name, None))
         function_token = current_function.set(self.descriptors.get(message.key, ""))
         retryable = False

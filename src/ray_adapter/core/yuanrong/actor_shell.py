@@ -26,7 +26,7 @@ import weakref
 from ray_adapter.core import errors
 from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failure, construct,
                                         construct_async, exit_status, function_descriptor,
-                                        intended_exit, task_failure)
+                                        intended_exit, task_failure, with_thread_default)
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
@@ -154,8 +154,8 @@ class ActorShell:
 
     def _call_env(self):
         """What Python code in its calls reads from os.environ over the process's (local mode):
-        its env_vars and its devices' visibility variables."""
-        return {**self._env_vars, **(self.device_env or {})}
+        its env_vars, its devices' visibility variables and OMP_NUM_THREADS as Ray defaults it."""
+        return with_thread_default({**self._env_vars, **(self.device_env or {})}, self.resources or {})
 
     def _build(self):
         """Make the instance (again, after a restart); a failure is kept as ``init_error``."""

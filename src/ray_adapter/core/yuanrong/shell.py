@@ -13,7 +13,7 @@ import threading
 from ray_adapter import core
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.execution import (GeneratorFailed, argument_failure, function_descriptor, split_returns,
-                                        task_failure)
+                                        task_failure, with_thread_default)
 from ray_adapter.core.interface import ArgRef
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
@@ -272,8 +272,10 @@ def run_task(function, meta, packed_args, deps):
     devices_token = current_devices.set(grant.devices if grant is not None else None)
     # Python code in the call reads its own env_vars and devices (local mode's overlay on
     # os.environ); the process environment has them too, for native code (see SharedEnviron).
-    env_token = thread_env.enter({**{k: str(v) for k, v in (meta[3] or {}).items()},
-                                  **(device_env(grant.devices) if grant is not None else {})})
+    # OMP_NUM_THREADS as Ray defaults it (the variable only: torch's threads are the process's).
+    env_token = thread_env.enter(with_thread_default(
+        {**{k: str(v) for k, v in (meta[3] or {}).items()},
+         **(device_env(grant.devices) if grant is not None else {})}, meta[4] or {}))
     try:
         return _run_task(function, meta, packed_args, deps)
     finally:
