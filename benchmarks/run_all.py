@@ -47,7 +47,7 @@ def main():
     try:  # the RL data path and start-up: only where torch is installed
         import torch  # noqa: F401
 
-        scripts += [HERE / "weights_bench.py", HERE / "worker_group_bench.py"]
+        scripts.append(HERE / "rl_bench.py")
     except ImportError:
         pass
     if SHARED_BENCH.exists():
