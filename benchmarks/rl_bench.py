@@ -148,7 +148,7 @@ def compiled_pipeline(steps=300):
 
 def main():
     torch.set_num_threads(1)
-    ray.init(num_cpus=ACTORS)
+    ray.init(num_cpus=ACTORS + 2)  # the group reserves 4: streamed tasks need CPUs of their own
     out = {"impl": "ray-adapter" if os.environ.get("RAY_BACKEND") else "ray", "state_dict_mb": MB}
     out["group_ready_s"], workers = worker_group()
     out["controller_step_us"] = controller_step(workers)
