@@ -5,9 +5,10 @@ get read-only views over them, as from Ray's object store; large ones are copied
 shared memory (:mod:`.shm`) and never again on their way between processes.
 
 Torch CPU tensors: torch pickles a tensor as its metadata plus its storage (a TypedStorage for
-every dtype but float8 and bits), and a storage by ``torch.save`` into bytes (in band: a serialization, a copy into the pickle, and a
-``torch.load`` per reader). Here a CPU storage's bytes travel out of band instead (tensors keep
-torch's own reduce: shape, strides, offset, ``requires_grad``). As from Ray, a reader gets a
+every dtype but float8 and bits), and a storage by ``torch.save`` into bytes (in band: a
+serialization, a copy into the pickle, and a ``torch.load`` per reader). Here a CPU storage's
+bytes travel out of band instead (tensors keep torch's own reduce: shape, strides, offset,
+``requires_grad``). As from Ray, a reader gets a
 writable tensor of its own: in a worker, over its private copy-on-write mapping of the shared
 memory (no copy until it writes), elsewhere (the driver reading its own put; small storages
 sent in band) over a copy.

@@ -8,8 +8,9 @@ The template (:func:`main`, ``python -m ray_adapter.core.embedded.zygote FD [SES
 [MODULES]]``) is started by the driver with the workers' environment. It also imports the
 heavy modules the driver had imported when it started (:func:`preload_modules`: torch),
 so an actor of an RL worker group does not pay for ``import torch`` again (about a second
-each); importing torch initializes neither CUDA nor its OpenMP pool, and a child that is
-given ``OMP_NUM_THREADS`` applies it (torch read the variable at import). Its Python code
+each); importing torch initializes neither CUDA nor its OpenMP pool, and each task or actor
+applies its ``OMP_NUM_THREADS`` to it (``execution.sync_torch_threads``: torch read the
+variable at import). Its Python code
 stays single-threaded (forking is safe; the one native thread an import may start, numpy's
 BLAS pool, is idle and re-initialised in the child by its own fork handler) and serves one
 control socket: a spawn request carries the worker's end of its socket pair (SCM_RIGHTS)
@@ -164,9 +165,6 @@ def _child(fd, request, ctl, wake_r, wake_w):
     try:
         os.setsid()
         os.environ.update(request.get("env") or {})
-        torch = sys.modules.get("torch")
-        if torch is not None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
-            torch.set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"])))  # read at import
         if request.get("cwd"):
             os.chdir(request["cwd"])
         for path in reversed(request.get("path") or []):

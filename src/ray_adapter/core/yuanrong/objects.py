@@ -74,14 +74,16 @@ def _repr(value):
         return f"<{type(value).__name__} object>"
 
 
-def _settle(ours, value, exc):
-    """Copy a call's outcome (see :mod:`.completions`) into our future."""
+def settle(future, value, exc=None):
+    """Settle ``future`` with ``exc`` if given, else with ``value``, unless it was settled
+    meanwhile (a cancel, a kill or shutdown failed it first): the one way the yuanrong
+    components settle a future another thread may also settle."""
     try:
         if exc is not None:
-            ours.set_exception(exc)
+            future.set_exception(exc)
         else:
-            ours.set_result(value)
-    except concurrent.futures.InvalidStateError:  # cancelled or killed meanwhile
+            future.set_result(value)
+    except concurrent.futures.InvalidStateError:
         pass
 
 
@@ -116,10 +118,7 @@ def _outcome_box(future):
 def fail_futures(futures, error):
     """Fail each of ``futures`` with ``error`` (one settled meanwhile is left as it is)."""
     for future in futures:
-        try:
-            future.set_exception(error)
-        except concurrent.futures.InvalidStateError:  # settled meanwhile
-            pass
+        settle(future, None, error)
 
 
 class ObjectTable:
@@ -274,7 +273,7 @@ class ObjectTable:
         if closed is not None:  # closed meanwhile: nothing would ever fail it
             future.set_exception(closed)
             return future
-        completion_of(obj.ref).add(lambda value, exc: _settle(future, value, exc))
+        completion_of(obj.ref).add(lambda value, exc: settle(future, value, exc))
         return future
 
     def future_of(self, object_id):
@@ -325,6 +324,7 @@ class ObjectTable:
         finally:
             if lent is not None:
                 self._local.reclaim(lent)
+
     def _get(self, objs, futures, timeout):
         if len(futures) == 1 and (timeout is None or timeout > 0):
             try:
@@ -401,7 +401,7 @@ class ObjectTable:
         source = self._future(obj) if obj is not None else self.never
         future = concurrent.futures.Future()
 
-        def settle(_done):
+        def deliver(_done):
             try:
                 if obj is None:
                     raise source.exception()
@@ -409,7 +409,7 @@ class ObjectTable:
             except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
                 future.set_exception(exc)
 
-        source.add_done_callback(settle)
+        source.add_done_callback(deliver)
         return future
 
     # -- references ------------------------------------------------------------------------

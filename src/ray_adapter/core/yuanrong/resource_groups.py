@@ -25,6 +25,7 @@ import time
 from ray_adapter.core import errors, ids
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.invoke_options import yr_bundle
+from ray_adapter.core.yuanrong.objects import settle
 
 
 class _Group:
@@ -41,17 +42,6 @@ class _Group:
         self.handle = self.local = None
         self.created, self.placed_at = time.monotonic(), None
         self.nodes = [None] * len(bundles)
-
-
-def _settle(future, value, error=None):
-    """Settle a group's ready future once (placed and removed may race)."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-    except concurrent.futures.InvalidStateError:
-        pass
 
 
 class ResourceGroups:
@@ -130,7 +120,7 @@ class ResourceGroups:
             if group.local is not None:
                 group.nodes = [self.node_id.hex() for _ in group.bundles]
         group.event.set()
-        _settle(group.ready, True)
+        settle(group.ready, True)
 
     def remove(self, placement_group_id):
         """Remove a group: its waiting work fails, its ready object fails, its name is free."""
@@ -147,7 +137,7 @@ class ResourceGroups:
         else:
             self.yr.remove_resource_group(group.rg_name)
         group.event.set()
-        _settle(group.ready, None, errors.PlacementGroupRemoved(placement_group_id))
+        settle(group.ready, None, errors.PlacementGroupRemoved(placement_group_id))
 
     def wait(self, placement_group_id, timeout):
         """True once the group is placed within ``timeout`` seconds (None: no limit);
@@ -164,13 +154,13 @@ class ResourceGroups:
         oid = self._ids.put()
         future = self.objects.new_pending(oid)
 
-        def settle(done):  # the object may have been failed meanwhile (shutdown, a cancel)
+        def placed(done):  # the object may have been failed meanwhile (shutdown, a cancel)
             if done.exception() is not None:
-                _settle(future, None, done.exception())
+                settle(future, None, done.exception())
             else:
-                _settle(future, shell.Box(True, shell.pack(value)))
+                settle(future, shell.Box(True, shell.pack(value)))
 
-        group.ready.add_done_callback(settle)
+        group.ready.add_done_callback(placed)
         return oid
 
     def table(self, placement_group_id):
@@ -235,7 +225,7 @@ class ResourceGroups:
             self._group_names.clear()
         for group in groups:
             group.event.set()
-            _settle(group.ready, None, error)
+            settle(group.ready, None, error)
 
     def resources_local(self, which):
         """Local mode: the reservation of every group under Ray's group resource names."""

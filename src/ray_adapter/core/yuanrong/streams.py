@@ -23,7 +23,7 @@ from ray_adapter.core import errors
 from ray_adapter.core.ids import TASK_ID_SIZE, IdFactory
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.completions import completion_of
-from ray_adapter.core.yuanrong.objects import from_yr_error
+from ray_adapter.core.yuanrong.objects import from_yr_error, settle
 from ray_adapter.core.yuanrong.shell import SINKS, Collected
 
 _item = IdFactory.stream_item
@@ -66,10 +66,7 @@ class Stream:
         if closed:  # closed meanwhile: nobody will take the next one (dropping twice is harmless)
             objects.drop(_item(self.task_id, index + 1))
         if future is not None:
-            try:
-                future.set_result(box)
-            except concurrent.futures.InvalidStateError:  # cancelled or shut down meanwhile
-                pass
+            settle(future, box)  # unless cancelled or shut down meanwhile
         with self._cond:
             while (block and self.limit > 0 and self.produced - self.consumed >= self.limit
                    and not self.closed and not self.cancelled):
@@ -93,11 +90,8 @@ class Stream:
         marker = self.objects.pending_future(marker_id)
         for object_id in untaken:
             self.objects.drop(object_id)
-        if marker is not None and not marker.done():
-            try:
-                marker.set_result(shell.Box(True, None))
-            except concurrent.futures.InvalidStateError:  # shutdown failed it meanwhile
-                pass
+        if marker is not None:
+            settle(marker, shell.Box(True, None))
 
     def cancel(self):
         """A cancel arrived: the producer stops at its next item; what was not taken is dropped."""
@@ -237,8 +231,4 @@ class StreamTable:
         else:
             failure = None
         stream.finish(drop_untaken=stream.cancelled)
-        if not completion.done():
-            try:
-                completion.set_result(failure or shell.Box(True, None))
-            except concurrent.futures.InvalidStateError:  # cancelled or shut down meanwhile
-                pass
+        settle(completion, failure or shell.Box(True, None))
