@@ -13,11 +13,16 @@ driver imports torch, as a trainer does. Figures (medians):
   (float32 tensors of 16 MB) put once, then taken by the 4 actors, each reading one element of
   every tensor (3 rounds); ``memcpy_floor_s``: one copy of those bytes in this process;
 - ``compiled_step_us``: one ``execute`` of a compiled 2-actor pipeline (``InputNode -> a -> b``,
-  ``experimental_compile()``) and a get of its result.
+  ``experimental_compile()``) and a get of its result;
+- ``pipe_floor_us``: the machine's floor for that step: a few bytes around a ring of three
+  pipes through two other processes that sleep in ``read`` (three one-way hops, as the step's
+  driver -> a -> b -> driver), no Ray at all.
 """
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import ray
@@ -146,6 +151,35 @@ def compiled_pipeline(steps=300):
     return _median(samples, 1e6, 1)
 
 
+_HOP = ("import os, sys\nsource, sink = int(sys.argv[1]), int(sys.argv[2])\n"
+        "while True:\n    data = os.read(source, 64)\n    if not data:\n        break\n"
+        "    os.write(sink, data)\n")
+
+
+def pipe_floor(rounds=2000):
+    """Median microseconds of a round of three one-way pipe hops (see the docstring)."""
+    ring = [os.pipe() for _ in range(3)]  # driver -> p1 -> p2 -> driver
+    hops = [subprocess.Popen([sys.executable, "-c", _HOP, str(ring[i][0]), str(ring[i + 1][1])],
+                             pass_fds=(ring[i][0], ring[i + 1][1])) for i in range(2)]
+    for i in range(2):
+        os.close(ring[i][0])
+        os.close(ring[i + 1][1])
+    send, back = ring[0][1], ring[2][0]
+    samples = []
+    try:
+        for i in range(rounds):
+            start = time.perf_counter()
+            os.write(send, b"x" * 8)
+            os.read(back, 64)
+            samples.append(time.perf_counter() - start)
+    finally:
+        os.close(send)
+        os.close(back)
+        for hop in hops:
+            hop.wait()
+    return _median(samples[rounds // 10:], 1e6, 1)
+
+
 def main():
     torch.set_num_threads(1)
     ray.init(num_cpus=ACTORS + 2)  # the group reserves 4: streamed tasks need CPUs of their own
@@ -156,6 +190,7 @@ def main():
     out["state_dict_put_s"], out["state_dict_to_4_actors_s"], out["memcpy_floor_s"] = \
         state_dict_to_actors(workers)
     out["compiled_step_us"] = compiled_pipeline()
+    out["pipe_floor_us"] = pipe_floor()
     print(json.dumps(out))
     ray.shutdown()
 

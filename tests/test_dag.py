@@ -160,6 +160,126 @@ def test_compiled_graph_async(ray, dag):
     assert asyncio.run(run()) == ("CompiledDAGFuture", "hi")
 
 
+def _cgraph_threads(self):
+    import os
+    import threading
+
+    return os.getpid(), sum(t.name == "ray-adapter-cgraph" for t in threading.enumerate())
+
+
+def _loop_threads(ray, *actors):
+    """The compiled-graph loop threads of the actors' processes (yr-local: one process)."""
+    return sum(dict(ray.get([a.__ray_call__.remote(_cgraph_threads) for a in actors])).values())
+
+
+def _wait_for(predicate, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_compiled_graph_runs_on_pipes_and_leaves_nothing(ray, dag):
+    import glob
+    import tempfile
+
+    @ray.remote
+    class Stage:
+        def f(self, x):
+            return (x, "seen")
+
+    a, b = Stage.remote(), Stage.remote()
+    before = set(glob.glob(tempfile.gettempdir() + "/ray-adapter-cg-*"))
+    with dag.InputNode() as inp:
+        compiled = b.f.bind(a.f.bind(inp)).experimental_compile()
+    assert compiled._channels is not None  # the pipes carry it, not the classic path
+    assert set(glob.glob(tempfile.gettempdir() + "/ray-adapter-cg-*")) == before  # FIFOs removed once open
+    assert ray.get(compiled.execute(None)) == ((None, "seen"), "seen")  # None is an input like any
+    assert [ray.get(compiled.execute(i))[0][0] for i in range(50)] == list(range(50))
+    assert _loop_threads(ray, a, b) == 2
+    compiled.teardown()
+    _wait_for(lambda: _loop_threads(ray, a, b) == 0)
+
+
+def test_compiled_failure_skips_what_takes_it_and_the_next_step_runs(ray, dag):
+    import threading
+
+    @ray.remote
+    class Stage:
+        def __init__(self):
+            self.calls = 0
+
+        def f(self, x):
+            self.calls += 1
+            if x == "boom":
+                raise KeyError("boom")
+            if x == "lock":
+                return threading.Lock()  # does not pickle
+            return x
+
+        def count(self):
+            return self.calls
+
+    a, b = Stage.remote(), Stage.remote()
+    with dag.InputNode() as inp:
+        compiled = b.f.bind(a.f.bind(inp)).experimental_compile()
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(compiled.execute("boom"))
+    assert isinstance(info.value, KeyError) and "Stage.__ray_call__" in str(info.value)
+    assert ray.get(b.count.remote()) == 0  # b's node took a's failure: it did not run
+    with pytest.raises(ray.exceptions.RayTaskError, match="pickle"):
+        ray.get(compiled.execute("lock"))
+    assert ray.get(compiled.execute(7)) == 7
+    compiled.teardown()
+
+
+def test_compiled_graph_serves_many_threads(ray, dag):
+    import concurrent.futures
+
+    @ray.remote
+    class Stage:
+        def __init__(self, k):
+            self.k = k
+
+        def f(self, x):
+            return (x[0], x[1] + self.k)
+
+    a, b = Stage.remote(1), Stage.remote(10)
+    with dag.InputNode() as inp:
+        compiled = b.f.bind(a.f.bind(inp)).experimental_compile()
+
+    def run(thread):
+        return [ray.get(compiled.execute((thread, i)), timeout=60) for i in range(40)]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(run, range(8)))
+    assert results == [[(t, i + 11) for i in range(40)] for t in range(8)]
+    compiled.teardown()
+
+
+def test_compiled_graph_the_pipes_cannot_carry_runs_the_classic_path(ray, dag):
+    @ray.remote
+    class Stage:
+        async def f(self, x):
+            return x + 1
+
+        def g(self, x):
+            return x * 2
+
+    a = Stage.remote()
+    with dag.InputNode() as inp:
+        compiled = a.g.bind(a.f.bind(inp)).experimental_compile()
+    assert compiled._channels is None
+    assert [ray.get(compiled.execute(i)) for i in range(3)] == [2, 4, 6]
+    compiled.teardown()
+    with dag.InputNode() as inp:
+        nested = a.g.bind([a.g.bind(inp)]).experimental_compile()  # a node inside a list
+    assert nested._channels is None
+    inner = ray.get(nested.execute(2))  # the list doubled, its item the inner node's ref
+    assert len(inner) == 2 and ray.get(inner) == [4, 4]
+    nested.teardown()
+
+
 def test_compile_refuses_what_ray_refuses(ray, dag):
     @ray.remote
     def f(x):

@@ -47,6 +47,9 @@ def adapter_stdout(path, runtime="embedded"):
 
 # What a program needs that yr's local mode (tasks and actors as threads of the driver) lacks.
 YR_LOCAL_SKIPS = {
+    "compiled_graph_faults": "an actor of a compiled graph ends its process with os._exit: in yr "
+                             "local mode actors are threads of the driver, so it would end the "
+                             "program itself",
     "errors": "crashes workers with os._exit and interrupts running tasks: in yr local mode "
               "tasks are threads of the driver, so os._exit would end the program itself",
     "placement_gpus": "checks the GPU ids handed to actors: the yuanrong backend reports none "

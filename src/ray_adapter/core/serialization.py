@@ -215,6 +215,39 @@ def dumps(value):
     return Serialized(data, buffers, found[0], found[1])
 
 
+def dumps_for_channel(value, buffer_callback):
+    """``value`` pickled as :func:`dumps` pickles it, its out-of-band buffers given to
+    ``buffer_callback`` (pickle's) instead of the store: for a pipe that carries them itself
+    (:mod:`.pipes`). Refs and handles inside travel as escaped ones (kept alive)."""
+    if _is_plain(value):
+        return pickle.dumps(value, protocol=5)
+    if not _LATE_REDUCERS:
+        _torch_reducers()
+    return _cloudpickle_dumps(value, buffer_callback)
+
+
+def dumps_error(core_error):
+    """A core error serialized (:func:`dumps`); a user exception in it that cannot travel (it
+    does not pickle, or does not rebuild from its pickle) is replaced by its text, and
+    ``cause_lost`` says which."""
+    lost = None
+    try:
+        ser = dumps(core_error)
+    except Exception:
+        lost = "pickle"
+    else:
+        try:
+            loads(ser)  # an exception that pickles may still fail to rebuild
+        except Exception:
+            lost = "rebuild"
+    if lost is not None and isinstance(core_error, errors.TaskFailed):
+        core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
+                                       core_error.pid, core_error.ip, core_error.actor_repr,
+                                       core_error.cause_repr, cause_lost=lost,
+                                       actor_id=core_error.actor_id)
+    return ser if lost is None else dumps(core_error)
+
+
 def loads(serialized):
     """Deserialize a :class:`Serialized`; out-of-band arrays come back as read-only views."""
     if serialized.buffers:

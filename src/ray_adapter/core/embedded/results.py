@@ -77,7 +77,7 @@ def pack_results(result, num_returns, generator_function=False, name="", actor=N
             payloads = [to_payload(serialization.dumps(v), buffers) for v in failed.values]
         except Exception as exc:  # noqa: BLE001
             return pack_error(result_failure(exc, name, actor))
-        return False, payloads + [to_payload(_error_serialized(error), buffers)], buffers
+        return False, payloads + [to_payload(serialization.dumps_error(error), buffers)], buffers
     except Exception as exc:  # noqa: BLE001
         return pack_error(result_failure(exc, name, actor))
     return True, payloads, buffers
@@ -114,29 +114,7 @@ def argument_failure_data(data, name, actor=None, pid=None):
 def pack_error(core_error):
     """``(False, [payload], buffers)`` for a core error (the driver repeats it per return)."""
     buffers = []
-    return False, [to_payload(_error_serialized(core_error), buffers)], buffers
-
-
-def _error_serialized(core_error):
-    """``core_error`` serialized; a user exception that cannot travel is replaced by its text."""
-    lost = None
-    try:
-        ser = serialization.dumps(core_error)
-    except Exception:
-        lost = "pickle"
-    else:
-        try:
-            serialization.loads(ser)  # an exception that pickles may still fail to rebuild
-        except Exception:
-            lost = "rebuild"
-    if lost is not None:  # the user's exception cannot travel: keep its text
-        if isinstance(core_error, errors.TaskFailed):
-            core_error = errors.TaskFailed(None, core_error.traceback_str, core_error.function_name,
-                                           core_error.pid, core_error.ip, core_error.actor_repr,
-                                           core_error.cause_repr, cause_lost=lost,
-                                           actor_id=core_error.actor_id)
-        ser = serialization.dumps(core_error)
-    return ser
+    return False, [to_payload(serialization.dumps_error(core_error), buffers)], buffers
 
 
 def cancelled_failure(exc, task_id, name, actor=None):

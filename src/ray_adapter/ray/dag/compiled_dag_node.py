@@ -2,19 +2,27 @@
 gives (mirrors Ray's Compiled Graphs API).
 
 The graph is checked as Ray checks it (actor methods on actors that already exist, an
-InputNode) and then run by the classic executor at each :meth:`CompiledDAG.execute`: the same
-calls on the same actors, in the same order, so the answers are Ray's. What Ray adds on top,
-pre-allocated shared-memory channels between the actors for lower latency, is not there yet
-(see the compat matrix). Results come as :class:`CompiledDAGRef` s: ``ray.get`` (or
-``.get()``) once each, as in Ray; with ``enable_asyncio=True``, ``await
-dag.execute_async(...)`` gives a :class:`CompiledDAGFuture` to await.
+InputNode), planned (:mod:`._compiled_plan`: which actor runs which nodes, the pipes between
+them) and set up once: each actor starts a loop over its nodes (:mod:`._compiled_loop`) and
+:meth:`CompiledDAG.execute` writes the input to the pipes of the actors that read it, the
+results coming back on pipes read by the caller of ``ray.get`` (:mod:`._compiled_channels`) --
+no scheduler, no object store, no runtime thread per step, as Ray's channels skip them. A
+graph the pipes cannot carry (actors on another machine, async or generator methods, nested
+or ObjectRef arguments, method options; see the compat matrix) runs the same calls on the
+classic path at each execution instead, with the same answers. Results come as
+:class:`CompiledDAGRef` s: ``ray.get`` (or ``.get()``) once each, as in Ray; with
+``enable_asyncio=True``, ``await dag.execute_async(...)`` gives a :class:`CompiledDAGFuture`.
 """
 import asyncio
+import functools
 import itertools
 
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._private.core_access import translated
+from ray_adapter.ray.dag._compiled_channels import GraphChannels
+from ray_adapter.ray.dag._compiled_plan import plan_graph
+from ray_adapter.ray.dag._graph_values import is_node
 from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
 from ray_adapter.ray.dag.context import DAGContext
 from ray_adapter.ray.exceptions import GetTimeoutError, RayChannelError, RayChannelTimeoutError
@@ -23,10 +31,11 @@ _NO_INPUT = ("No InputNode found in the DAG: when traversing upwards, no upstrea
              "found for {node}.")
 
 
-def build_compiled_dag(root, enable_asyncio=False):
-    """Check ``root``'s graph as Ray's compiler does; returns its :class:`CompiledDAG`. Each
-    node says what it is by its class's ``_compile_role`` (:class:`~.dag_node.DAGNode`), so
-    this module needs none of the node modules (they import the one that imports this)."""
+def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None):
+    """Check ``root``'s graph as Ray's compiler does; returns its :class:`CompiledDAG`, set up
+    (``max_inflight_executions``: None, ``DAGContext``'s). Each node says what it is by its
+    class's ``_compile_role`` (:class:`~.dag_node.DAGNode`), so this module needs none of the
+    node modules."""
     nodes, stack, seen = [], [root], set()
     while stack:
         node = stack.pop()
@@ -50,29 +59,44 @@ def build_compiled_dag(root, enable_asyncio=False):
                 node.get_other_args_to_resolve().get(PARENT_CLASS_NODE_KEY), "_compile_role", None) == "class"):
             raise ValueError("Compiled DAGs can only bind methods to an actor that is already "
                              "created with Actor.remote()")
+        if role == "method" and any(is_node(v) for v in node.get_kwargs().values()):
+            raise ValueError("Compiled DAG currently does not support binding to other DAG nodes "
+                             "as kwargs")
         if role in ("input", "input_attribute"):
             has_input = True
         elif role not in ("method", "outputs"):
             raise NotImplementedError(f"Compiled DAGs do not support {type(node).__name__} nodes")
     if not has_input:
         raise ValueError(_NO_INPUT.format(node=root))
-    return CompiledDAG(root, enable_asyncio)
+    return CompiledDAG(root, enable_asyncio, max_inflight_executions)
 
 
 class CompiledDAG:
-    """A checked actor graph, run once per :meth:`execute` (mirrors
+    """A checked actor graph, set up once and run at each :meth:`execute` (mirrors
     ``ray.dag.compiled_dag_node.CompiledDAG``)."""
 
     _ids = itertools.count()
+    _channels = None
 
-    def __init__(self, root, enable_asyncio=False):
-        self._get_timeout = DAGContext.get_current().get_timeout
+    def __init__(self, root, enable_asyncio=False, max_inflight_executions=None):
+        context = DAGContext.get_current()
+        self._get_timeout = context.get_timeout
+        self._teardown_timeout = context.teardown_timeout
         self._root = root
         self._multi = root._compile_role == "outputs"
         self._enable_asyncio = enable_asyncio
         self._executions = itertools.count()
         self._dag_id = f"{next(self._ids):032x}"
         self.is_teardown = False
+        plan = plan_graph(root)
+        if plan is not None:
+            limit = max_inflight_executions or context.max_inflight_executions
+            self._channels = GraphChannels.start(plan, limit, self._timeout_message())
+
+    def _timeout_message(self):
+        return ("If the execution is expected to take a long time, increase "
+                f"RAY_CGRAPH_get_timeout which is currently {self._get_timeout} seconds. "
+                "Otherwise, this may indicate that the execution is hanging.")
 
     def get_id(self):
         return self._dag_id
@@ -87,22 +111,34 @@ class CompiledDAG:
         with ``enable_asyncio=True`` (use :meth:`execute_async`)."""
         if self._enable_asyncio:
             raise ValueError("Use execute_async if enable_asyncio=True")
-        self._check_open()
-        return self._wrap(self._root._run(args, kwargs), CompiledDAGRef)
+        return self._submit(args, kwargs, CompiledDAGRef)
 
     async def execute_async(self, *args, **kwargs):
         """``await dag.execute_async(x)``: a CompiledDAGFuture (a list of them for a
         MultiOutputNode) to await for the result. Needs ``enable_asyncio=True``."""
         if not self._enable_asyncio:
             raise ValueError("Use execute if enable_asyncio=False")
-        self._check_open()
-        return self._wrap(self._root._run(args, kwargs), CompiledDAGFuture)
+        return self._submit(args, kwargs, CompiledDAGFuture)
 
-    def _wrap(self, result, kind):
-        index = next(self._executions)
+    def _submit(self, args, kwargs, kind):
+        self._check_open()
+        if self._channels is not None:
+            index = self._channels.submit(args, kwargs)
+            count = len(self._root.get_args()) if self._multi else 1
+            result = [None] * count
+        else:
+            index, result = next(self._executions), self._root._run(args, kwargs)
         if self._multi:
             return [kind(self, index, ref, channel) for channel, ref in enumerate(result)]
         return kind(self, index, result, None)
+
+    def _fetch(self, index, channel_index, ref, timeout):
+        """One output of execution ``index`` (``ref``: its ObjectRef on the classic path),
+        waiting at most ``timeout`` seconds (None: forever); raises what ``ray.get`` raises,
+        ``GetTimeoutError`` / ``RayChannelTimeoutError`` when the wait runs out."""
+        if self._channels is not None:
+            return self._channels.result(index, channel_index or 0, timeout)
+        return _get_one(ref, timeout)
 
     def teardown(self, kill_actors=False):
         """End this compiled graph: later executions raise ``RayChannelError``. With
@@ -110,6 +146,8 @@ class CompiledDAG:
         if self.is_teardown:
             return
         self.is_teardown = True
+        if self._channels is not None:
+            self._channels.teardown(self._teardown_timeout)
         if kill_actors:
             # The graph's actors (each method node's parent is an actor handle: the compiler
             # refused any other), killed as ``ray.kill(handle)`` does, without restart.
@@ -123,6 +161,11 @@ class CompiledDAG:
                     with translated:
                         core.kill_actor(actor_id, True)
                 stack.extend(node._children())
+
+    def __del__(self):
+        channels = self._channels
+        if channels is not None and not self.is_teardown:
+            channels.close_now()  # the actors' loops see their pipes end
 
     def visualize(self, *args, **kwargs):
         raise gaps.attribute_gap_error("ray.dag", "CompiledDAG.visualize")
@@ -166,12 +209,10 @@ class CompiledDAGRef:
                              "already called.")
         limit = self._dag._get_timeout if timeout is None else timeout
         try:
-            value = _get_one(self._ref, None if limit is not None and limit < 0 else limit)
+            value = self._dag._fetch(self._execution_index, self._channel_index, self._ref,
+                                     None if limit is not None and limit < 0 else limit)
         except GetTimeoutError:
-            raise RayChannelTimeoutError(
-                "If the execution is expected to take a long time, increase "
-                f"RAY_CGRAPH_get_timeout which is currently {self._dag._get_timeout} seconds. "
-                "Otherwise, this may indicate that the execution is hanging.") from None
+            raise RayChannelTimeoutError(self._dag._timeout_message()) from None
         self._ray_get_called = True
         self._ref = None
         return value
@@ -194,13 +235,18 @@ class CompiledDAGFuture:
         self._execution_index = execution_index
         self._channel_index = channel_index
         self._ref = ref
+        self._awaited = False
 
     def __await__(self):
-        if self._ref is None:
+        if self._awaited:
             raise ValueError("CompiledDAGFuture can only be awaited upon once, and it has "
                              "already been awaited upon.")
+        self._awaited = True
         ref, self._ref = self._ref, None
-        return asyncio.wrap_future(ref.future()).__await__()
+        if self._dag._channels is None:
+            return asyncio.wrap_future(ref.future()).__await__()
+        fetch = functools.partial(self._dag._fetch, self._execution_index, self._channel_index, None, None)
+        return asyncio.get_running_loop().run_in_executor(None, fetch).__await__()
 
 
 NOT_COMPILED = object()

@@ -2,8 +2,9 @@
 
 Defaults come from the ``RAY_CGRAPH_<field>`` environment variables, as in Ray. The adapter's
 compiled graphs use ``get_timeout`` (the default wait of ``ray.get`` on their results, in
-seconds; -1 waits forever); the channel settings (buffer sizes, in-flight limits) are kept for
-code that sets them and have no effect, since there are no channels (see the compat matrix).
+seconds; -1 waits forever), ``teardown_timeout`` (seconds) and ``max_inflight_executions``; the
+buffer settings are kept for code that sets them and have no effect: the pipes carry values of
+any size (see the compat matrix).
 """
 import os
 import threading

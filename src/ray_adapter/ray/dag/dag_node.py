@@ -13,6 +13,7 @@ import uuid
 import warnings
 
 from ray_adapter import gaps
+from ray_adapter.ray.dag._graph_values import walk
 
 
 class RayDeprecationWarning(DeprecationWarning):
@@ -21,19 +22,6 @@ class RayDeprecationWarning(DeprecationWarning):
 
 if not sys.warnoptions:  # the user's -W options win, as in Ray
     warnings.filterwarnings("module", category=RayDeprecationWarning)
-
-
-def _walk(value, found):
-    """Append the DAG nodes inside ``value`` (at any depth of lists/tuples/dicts/sets)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, DAGNode):
-            found.append(item)
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(reversed(list(item)))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
 
 
 def _replace(value, results):
@@ -92,9 +80,9 @@ class DAGNode:
     def _children(self):
         """The nodes this node's arguments hold, in binding order (args, kwargs, others)."""
         found = []
-        _walk(list(self._bound_args), found)
-        _walk(list(self._bound_kwargs.values()), found)
-        _walk(list(self._bound_other_args_to_resolve.values()), found)
+        walk(list(self._bound_args), found)
+        walk(list(self._bound_kwargs.values()), found)
+        walk(list(self._bound_other_args_to_resolve.values()), found)
         seen, out = set(), []
         for node in found:
             if id(node) not in seen:
@@ -145,7 +133,8 @@ class DAGNode:
         one that creates actors or has no InputNode, as Ray does."""
         from ray_adapter.ray.dag.compiled_dag_node import build_compiled_dag
 
-        return build_compiled_dag(self, enable_asyncio=enable_asyncio)
+        return build_compiled_dag(self, enable_asyncio=enable_asyncio,
+                                  max_inflight_executions=_max_inflight_executions)
 
     def with_tensor_transport(self, *args, **kwargs):
         raise gaps.attribute_gap_error("ray.dag", "DAGNode.with_tensor_transport")

@@ -6,29 +6,10 @@ one positional argument and no keywords the InputNode stands for that value; oth
 :class:`InputAttributeNode` s: an index or key of that value (a positional or keyword
 argument of ``execute``, or an item / attribute of its single argument).
 """
+from ray_adapter.ray.dag._graph_values import DAGInputData, attribute_value, input_value
 from ray_adapter.ray.dag.dag_node import DAGNode
 
 IN_CONTEXT_MANAGER = "__in_context_manager__"
-_KEY_ERROR = "Please only use int index or str as first-level key to access fields of dag input."
-
-
-class DAGInputData:
-    """All arguments of one ``execute`` call when there is not exactly one positional one
-    (mirrors ``ray.dag.DAGInputData``): ``data[i]`` is a positional, ``data["k"]`` a keyword
-    argument."""
-
-    def __init__(self, *args, **kwargs):
-        self._args = list(args)
-        self._kwargs = kwargs
-
-    def __getitem__(self, key):
-        if isinstance(key, int):
-            return self._args[key]
-        if isinstance(key, str):
-            return self._kwargs[key]
-        raise ValueError(_KEY_ERROR)
-
-
 class InputNode(DAGNode):
     """The input of a graph (mirrors ``ray.dag.InputNode``); use it as a context manager.
     Takes no arguments (``ValueError`` otherwise); ``input_type`` is accepted for Ray's
@@ -60,9 +41,7 @@ class InputNode(DAGNode):
         assert self._in_context_manager(), (
             "InputNode is a singleton instance that should be only used in context manager "
             "for dag building and execution. See the docstring of class InputNode for examples.")
-        if len(user_args) == 1 and not user_kwargs:
-            return user_args[0]
-        return DAGInputData(*user_args, **user_kwargs)
+        return input_value(user_args, user_kwargs)
 
     def _attribute(self, key, accessor):
         node = self.input_attribute_nodes.get((key, accessor))
@@ -102,16 +81,7 @@ class InputAttributeNode(DAGNode):
         return self._key
 
     def _execute_node(self, args, kwargs, other, user_args, user_kwargs):
-        value = other["dag_input_node"]
-        if isinstance(value, DAGInputData):
-            return value[self._key]
-        if isinstance(self._key, str):
-            if self._accessor_method == "__getattr__":
-                return getattr(value, self._key)
-            return value[self._key]
-        if isinstance(self._key, int):
-            return value[self._key]
-        raise ValueError(_KEY_ERROR)
+        return attribute_value(other["dag_input_node"], self._key, self._accessor_method)
 
     def _label(self):
         return f'["{self._key}"]'

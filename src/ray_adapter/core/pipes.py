@@ -1,0 +1,256 @@
+"""Named pipes between the processes of one machine, carrying framed values: the channels of
+compiled graphs (``ray.dag``'s ``experimental_compile``), set up once and then used with no
+runtime in between (one ``write`` and one ``read`` system call per small value).
+
+Setting up (:class:`PipeDir`): the driver makes a private directory (0700) of FIFOs and holds
+each one open both ways, so that every process opening an end -- a reader ``O_RDONLY``, a writer
+``O_WRONLY`` -- never blocks, whatever the order. A proof file (:meth:`PipeDir.proof`) lets a
+process check that it sees the driver's directory, that is, runs on the same machine. Once every
+process has opened its ends, the driver lets go of its holds and removes the directory: from
+then on a reader sees end of file exactly when every writer of its pipe has closed (the
+teardown, or the writer's process died), and nothing is left on disk.
+
+Frames (:class:`FrameWriter` / :class:`FrameReader`): a value is pickled (protocol 5, the
+runtime's pickler) with its contiguous buffers -- numpy arrays, torch CPU storages -- out of band,
+written in one ``writev`` after the pickle; the reader reads them into buffers of its own and
+hands numpy arrays out read-only, as Ray's ``ray.get`` does. A frame carries a ``kind`` (what
+the value is: a result, a failure, ...) and a ``tag`` (whose it is) for the user of the pipe.
+
+Threads: a :class:`FrameWriter` and a :class:`FrameReader` belong to one thread at a time (their
+owner serializes access); they hold no lock of their own.
+"""
+import fcntl
+import os
+import pickle
+import secrets
+import select
+import shutil
+import struct
+import tempfile
+
+from ray_adapter.core import serialization
+
+#: ``kind, tag, pickle length, number of buffers``; each buffer's length (bytes) follows.
+_HEADER = struct.Struct("<BIQI")
+_LENGTH = struct.Struct("<Q")
+#: The pipes' capacity, bytes (Linux's default most: ``/proc/sys/fs/pipe-max-size``): a value up
+#: to this size is written without waiting for its reader.
+PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_READ_CHUNK = 1 << 13  # bytes read at once: a few small frames
+
+
+class PipeClosed(EOFError):
+    """Every writer of the pipe has closed it (or, writing, its reader has): the other side
+    ended."""
+
+
+class FrameUndecodable(Exception):
+    """A frame was read whole but its value could not be unpickled here: ``kind`` and ``tag``
+    are the frame's, ``cause`` what unpickling raised. The pipe stays usable."""
+
+    def __init__(self, kind, tag, cause):
+        super().__init__(kind, tag, cause)
+        self.kind = kind
+        self.tag = tag
+        self.cause = cause
+
+
+class PipeDir:
+    """A private directory of FIFOs that one process (the driver) makes and holds open both
+    ways until every other process has opened its ends (see the module's docstring).
+
+    ``paths[name]`` is the FIFO of ``name``; :meth:`release` lets go of the holds and removes
+    the directory (idempotent). Raises ``OSError`` when FIFOs cannot be made here."""
+
+    def __init__(self, names):
+        self.root = tempfile.mkdtemp(prefix="ray-adapter-cg-")  # 0700: only this user
+        self._holds = []
+        self.paths = {}
+        try:
+            token = secrets.token_hex(16)
+            with open(os.path.join(self.root, "proof"), "x") as out:
+                out.write(token)
+            self.token = token
+            for name in names:
+                path = os.path.join(self.root, f"p{len(self.paths)}")
+                os.mkfifo(path, 0o600)
+                # O_RDWR on a FIFO never blocks (Linux) and counts as both a reader and a writer.
+                self._holds.append(os.open(path, os.O_RDWR | os.O_CLOEXEC))
+                _grow(self._holds[-1])
+                self.paths[name] = path
+        except BaseException:
+            self.release()
+            raise
+
+    def proof(self):
+        """``(path, token)``: :func:`same_machine` of these is True in a process that sees this
+        directory."""
+        return os.path.join(self.root, "proof"), self.token
+
+    def release(self):
+        """Close the holds and remove the directory; readers see end of file once their
+        writers close."""
+        holds, self._holds = self._holds, []
+        for fd in holds:
+            os.close(fd)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def same_machine(proof):
+    """True when this process sees the :meth:`PipeDir.proof` ``(path, token)`` a driver made:
+    it runs on the same machine, with the same files."""
+    path, token = proof
+    try:
+        with open(path) as source:
+            return source.read() == token
+    except OSError:
+        return False
+
+
+def _grow(fd):
+    try:
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass  # a lower pipe-max-size: the default capacity serves, only slower for large values
+
+
+def open_reader(path):
+    """A :class:`FrameReader` over the FIFO ``path`` (does not block while its maker holds it)."""
+    return FrameReader(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def open_writer(path):
+    """A :class:`FrameWriter` over the FIFO ``path`` (does not block while its maker holds it)."""
+    return FrameWriter(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+
+
+def encode(value):
+    """``value`` as the parts of a frame: ``(pickle bytes, [buffers])``. Raises what pickling
+    raises."""
+    buffers = []
+
+    def out_of_band(buf):
+        buffers.append(buf.raw())
+        return False
+
+    data = serialization.dumps_for_channel(value, out_of_band)
+    return data, buffers
+
+
+class FrameWriter:
+    """The writing end of a pipe: :meth:`write` sends one frame."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, kind, tag, parts):
+        """Send ``parts`` (from :func:`encode`) as one frame of ``kind`` and ``tag`` (ints <
+        256 and < 2**32). Blocks while the pipe is full; raises :class:`PipeClosed` when the
+        reader has gone."""
+        data, buffers = parts
+        header = _HEADER.pack(kind, tag, len(data), len(buffers))
+        try:
+            if not buffers:  # most frames: one write
+                frame = header + data
+                written = os.write(self.fd, frame)
+                if written < len(frame):
+                    self._write_all([memoryview(frame)[written:]])
+                return
+            header += b"".join(_LENGTH.pack(memoryview(b).nbytes) for b in buffers)
+            self._write_all([memoryview(header), memoryview(data)] + [memoryview(b).cast("B") for b in buffers])
+        except BrokenPipeError:
+            raise PipeClosed("the reader of this pipe has closed it") from None
+
+    def _write_all(self, pending):
+        while pending:
+            written = os.writev(self.fd, pending[:1024])
+            while written and written >= pending[0].nbytes:
+                written -= pending.pop(0).nbytes
+            if written:
+                pending[0] = pending[0][written:]
+
+    def close(self):
+        """Close this end (idempotent); the reader sees end of file once every writer closed."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+class FrameReader:
+    """The reading end of a pipe: :meth:`read` gives the next frame."""
+
+    __slots__ = ("fd", "_pending", "_poller")
+
+    def __init__(self, fd):
+        self.fd = fd
+        self._pending = bytearray()  # bytes read beyond the last frame given out
+        self._poller = None
+
+    def wait(self, timeout):
+        """True when a frame (or end of file) can be read without blocking within ``timeout``
+        seconds (None: forever)."""
+        if self._pending or timeout is None:
+            return True
+        if self._poller is None:
+            self._poller = select.poll()
+            self._poller.register(self.fd, select.POLLIN | select.POLLHUP)
+        return bool(self._poller.poll(max(0, timeout) * 1000))
+
+    def _fill(self, nbytes):
+        """Read until at least ``nbytes`` are pending; raises :class:`PipeClosed` at end of file."""
+        while len(self._pending) < nbytes:
+            chunk = os.read(self.fd, max(_READ_CHUNK, nbytes - len(self._pending)))
+            if not chunk:
+                raise PipeClosed("every writer of this pipe has closed it")
+            self._pending += chunk
+
+    def _take(self, nbytes):
+        if len(self._pending) >= nbytes:
+            out = bytes(self._pending[:nbytes])
+            del self._pending[:nbytes]
+            return out
+        out = bytearray(nbytes)
+        view = memoryview(out)
+        have = len(self._pending)
+        view[:have] = self._pending
+        self._pending = bytearray()
+        while have < nbytes:  # a large part: straight into its own buffer, no second copy
+            got = os.readv(self.fd, [view[have:]])
+            if not got:
+                raise PipeClosed("every writer of this pipe has closed it")
+            have += got
+        return out
+
+    def read(self):
+        """The next frame: ``(kind, tag, value)``. Blocks until it came; raises
+        :class:`PipeClosed` at end of file, :class:`FrameUndecodable` when the value cannot be
+        unpickled."""
+        self._fill(_HEADER.size)
+        kind, tag, size, count = _HEADER.unpack_from(self._pending)
+        end = _HEADER.size + size
+        if not count and len(self._pending) >= end:  # most frames: all read already
+            data = bytes(self._pending[_HEADER.size:end])
+            del self._pending[:end]
+            buffers = None
+        else:
+            del self._pending[:_HEADER.size]
+            lengths = []
+            if count:
+                self._fill(_LENGTH.size * count)
+                raw = self._take(_LENGTH.size * count)
+                lengths = [_LENGTH.unpack_from(raw, i * _LENGTH.size)[0] for i in range(count)]
+            data = self._take(size)
+            buffers = [memoryview(self._take(n)).toreadonly() for n in lengths]
+        try:
+            return kind, tag, pickle.loads(data, buffers=buffers) if buffers else pickle.loads(data)
+        except Exception as exc:  # noqa: BLE001 - the frame is consumed: the pipe goes on
+            raise FrameUndecodable(kind, tag, exc) from exc
+
+    def close(self):
+        """Close this end (idempotent); the writer's next write fails."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
