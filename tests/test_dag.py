@@ -280,6 +280,77 @@ def test_compiled_graph_the_pipes_cannot_carry_runs_the_classic_path(ray, dag):
     nested.teardown()
 
 
+def test_compiled_graph_with_large_values_never_deadlocks(ray, dag):
+    import numpy as np
+
+    @ray.remote
+    class Stage:
+        def big(self, n):
+            return np.full(n, 2.0)
+
+        def small(self, array):
+            return float(array[0])
+
+        def forward(self, x):
+            return x
+
+        def combine(self, array, x):
+            return float(array.sum()) + x
+
+    a, b, c = Stage.remote(), Stage.remote(), Stage.remote()
+    with dag.InputNode() as inp:
+        first = a.big.bind(inp)  # 16 MB: far more than a pipe holds
+        # b's first node waits on c's pipe while a's large value waits on b's pipe
+        out = b.combine.bind(first, b.forward.bind(c.forward.bind(a.small.bind(first))))
+    compiled = out.experimental_compile()
+    n = 2_000_000
+    refs = [compiled.execute(n) for _ in range(3)]  # three in flight: execute never blocks
+    assert [ray.get(r, timeout=60) for r in refs] == [2.0 * n + 2.0] * 3
+    with dag.InputNode() as inp:
+        fanout = dag.MultiOutputNode([c.small.bind(b.forward.bind(a.big.bind(inp))), b.forward.bind(a.big.bind(inp))])
+    both = fanout.experimental_compile()
+    small_ref, big_ref = both.execute(n)
+    assert ray.get(small_ref, timeout=60) == 2.0 and ray.get(big_ref, timeout=60).shape == (n,)
+    compiled.teardown()
+    both.teardown()
+
+
+def test_compiled_graph_inputs_gets_and_shutdown_as_in_ray(ray, dag):
+    @ray.remote
+    class Stage:
+        def f(self, *args):
+            return args
+
+    a = Stage.remote()
+    with dag.InputNode() as inp:
+        direct = a.f.bind(inp).experimental_compile()
+    with pytest.raises(ValueError, match="must be called with 1 positional args, got 2"):
+        direct.execute(1, 2)
+    ref = direct.execute(1)
+    _wait_for(lambda: bool(direct._channels is None or direct._channels._outputs[0].reader.wait(0)))
+    assert ray.get(ref, timeout=0) == (1,)  # already there: a zero timeout still takes it
+    slow = direct.execute(2)
+    direct.teardown()
+    with dag.InputNode() as inp:
+        parts = a.f.bind(inp[1], inp.key).experimental_compile()
+    with pytest.raises(ValueError, match="must be called with 2 positional args, got 1"):
+        parts.execute(1, key=3)
+    with pytest.raises(ValueError, match="must be called with kwarg `key`"):
+        parts.execute(1, 2)
+    assert ray.get(parts.execute("x", "y", key="k")) == ("y", "k")
+    with dag.InputNode() as inp:
+        with pytest.raises(ValueError, match="All tasks must either use InputNode"):
+            dag.MultiOutputNode([a.f.bind(inp), a.f.bind(inp[0])]).experimental_compile()
+    pending = parts.execute(1, 2, key=3)
+    ray.shutdown()
+    with pytest.raises(ray.exceptions.RayChannelError):
+        parts.execute(1, 2, key=3)
+    with pytest.raises(ray.exceptions.RayError):
+        ray.get(pending, timeout=10)
+    assert not ray.is_initialized()  # finding why the graph ended did not start a runtime
+    del slow
+
+
 def test_compile_refuses_what_ray_refuses(ray, dag):
     @ray.remote
     def f(x):

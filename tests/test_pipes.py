@@ -120,3 +120,23 @@ def test_writing_to_a_pipe_whose_reader_closed_says_so():
     with pytest.raises(pipes.PipeClosed):
         writer.write(1, 1, pipes.encode(1))
     writer.close()
+
+
+def test_a_writer_never_blocks_and_keeps_order_when_its_reader_is_busy():
+    pipe_dir = pipes.PipeDir(["a"])
+    reader, writer = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
+    pipe_dir.release()
+    big = np.arange(3 * pipes.PIPE_BYTES // 8, dtype=np.int64)
+    for tag in range(3):  # 9 MB while nobody reads: queued, copied, the caller goes on
+        writer.write(0, tag, pipes.encode(big))
+    big[:] = -1  # changed after the write returned: the reader still gets what was written
+    writer.write(1, 9, pipes.encode("small, after the big ones"))
+    writer.close()  # closes once the queue is written
+    got = [reader.read() for _ in range(4)]
+    assert [t for _, t, _ in got] == [0, 1, 2, 9]
+    assert all(v.tolist() == list(range(big.size)) for _, _, v in got[:3])
+    with pytest.raises(pipes.PipeClosed):
+        reader.read()
+    reader.close()
+    assert not [t for t in threading.enumerate() if t.name == "ray-adapter-pipe-writer" and t.is_alive()
+                and t.join(10) is None and t.is_alive()]

@@ -17,8 +17,10 @@ hands numpy arrays out read-only, as Ray's ``ray.get`` does. A frame carries a `
 the value is: a result, a failure, ...) and a ``tag`` (whose it is) for the user of the pipe.
 
 Threads: a :class:`FrameWriter` and a :class:`FrameReader` belong to one thread at a time (their
-owner serializes access); they hold no lock of their own.
+owner serializes access); a writer's drain thread finishes what its pipe could not take at once
+(see :class:`FrameWriter`).
 """
+import collections
 import fcntl
 import os
 import pickle
@@ -27,8 +29,10 @@ import select
 import shutil
 import struct
 import tempfile
+import threading
 
 from ray_adapter.core import serialization
+from ray_adapter.core.threads import start_daemon
 
 #: ``kind, tag, pickle length, number of buffers``; each buffer's length (bytes) follows.
 _HEADER = struct.Struct("<BIQI")
@@ -139,44 +143,112 @@ def encode(value):
 
 
 class FrameWriter:
-    """The writing end of a pipe: :meth:`write` sends one frame."""
+    """The writing end of a pipe: :meth:`write` sends one frame and never blocks its caller.
 
-    __slots__ = ("fd",)
+    What the pipe cannot take at once (its reader is busy, the value is larger than the pipe)
+    is copied (the caller may change its arrays right after) and finished by this writer's
+    drain thread, started then and ended once it caught up: a graph whose actors wait on each
+    other's pipes in any order cannot deadlock on a full one. Frames keep their order.
+
+    Threads: :meth:`write` and :meth:`close` are called by one owner at a time (the caller
+    serializes them); ``_lock`` guards the queue and the flags, shared with the drain thread,
+    and is never held across a write. While ``_draining`` only the drain thread writes."""
+
+    __slots__ = ("fd", "_lock", "_queue", "_draining", "_broken", "_closing")
 
     def __init__(self, fd):
+        os.set_blocking(fd, False)
         self.fd = fd
+        self._lock = threading.Lock()
+        self._queue = collections.deque()  # lists of segments still to write, in order
+        self._draining = False
+        self._broken = False
+        self._closing = False
 
     def write(self, kind, tag, parts):
         """Send ``parts`` (from :func:`encode`) as one frame of ``kind`` and ``tag`` (ints <
-        256 and < 2**32). Blocks while the pipe is full; raises :class:`PipeClosed` when the
-        reader has gone."""
+        256 and < 2**32). Raises :class:`PipeClosed` when the reader has gone."""
         data, buffers = parts
         header = _HEADER.pack(kind, tag, len(data), len(buffers))
-        try:
-            if not buffers:  # most frames: one write
-                frame = header + data
-                written = os.write(self.fd, frame)
-                if written < len(frame):
-                    self._write_all([memoryview(frame)[written:]])
-                return
+        if buffers:
             header += b"".join(_LENGTH.pack(memoryview(b).nbytes) for b in buffers)
-            self._write_all([memoryview(header), memoryview(data)] + [memoryview(b).cast("B") for b in buffers])
+            segments = [memoryview(header), memoryview(data)] + [memoryview(b).cast("B") for b in buffers]
+        else:
+            segments = [memoryview(header + data)]  # most frames: one write
+        with self._lock:
+            if self._broken:
+                raise PipeClosed("the reader of this pipe has closed it")
+            if self._draining:  # frames before this one still wait: after them
+                self._queue.append([bytes(s) for s in segments])
+                return
+        try:
+            rest = _write_some(self.fd, segments)
         except BrokenPipeError:
+            with self._lock:
+                self._broken = True
             raise PipeClosed("the reader of this pipe has closed it") from None
+        if rest:
+            with self._lock:
+                self._queue.append([bytes(s) for s in rest])
+                self._draining = True
+            start_daemon(self._drain, "ray-adapter-pipe-writer")
 
-    def _write_all(self, pending):
-        while pending:
-            written = os.writev(self.fd, pending[:1024])
-            while written and written >= pending[0].nbytes:
-                written -= pending.pop(0).nbytes
-            if written:
-                pending[0] = pending[0][written:]
+    def _drain(self):
+        poller = select.poll()
+        poller.register(self.fd, select.POLLOUT)
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._draining = False
+                    break
+                segments = self._queue[0]
+            try:
+                poller.poll()
+                rest = _write_some(self.fd, [memoryview(s) for s in segments])
+            except OSError:  # the reader has gone: what is queued is dropped
+                with self._lock:
+                    self._broken = True
+                    self._queue.clear()
+                    self._draining = False
+                break
+            with self._lock:
+                if rest:
+                    self._queue[0] = rest
+                else:
+                    self._queue.popleft()
+        with self._lock:
+            closing, self._closing = self._closing, False
+        if closing:
+            self._close_fd()
 
     def close(self):
-        """Close this end (idempotent); the reader sees end of file once every writer closed."""
+        """Close this end (idempotent) once what is queued is written; the reader sees end of
+        file once every writer closed."""
+        with self._lock:
+            if self._draining:
+                self._closing = True  # the drain thread closes it after the last frame
+                return
+        self._close_fd()
+
+    def _close_fd(self):
         fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
+
+
+def _write_some(fd, segments):
+    """Write what the pipe takes now of ``segments`` (memoryviews) without blocking; returns
+    the rest (empty when all went). Raises ``BrokenPipeError`` when the reader has gone."""
+    while segments:
+        try:
+            written = os.writev(fd, segments[:1024])
+        except BlockingIOError:
+            return segments
+        while written and written >= segments[0].nbytes:
+            written -= segments.pop(0).nbytes
+        if written:
+            segments[0] = segments[0][written:]
+    return segments
 
 
 class FrameReader:

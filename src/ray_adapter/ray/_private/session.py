@@ -13,6 +13,7 @@ is rebound under it and read without it (one reference, atomic).
 import atexit
 import sys
 import threading
+import weakref
 
 from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
@@ -20,6 +21,9 @@ from ray_adapter.ray._private import local_clusters as _local_clusters
 from ray_adapter.ray._private.core_access import context_if_started
 
 _init_lock = threading.RLock()
+#: What ends with the session (a compiled graph's channels): objects with ``_end_with_session()``,
+#: held weakly, so the set is never larger than what lives.
+_tied = weakref.WeakSet()
 
 #: What the last ``init`` returned (None before it and after ``shutdown``).
 _context = None
@@ -97,9 +101,17 @@ def shutdown(_exiting_interpreter=False, *, wait_for_processes=False):
         ctx = context_if_started()
         if ctx is not None and not ctx.is_driver:
             return
+        for obj in list(_tied):  # as Ray tears its compiled graphs down first
+            obj._end_with_session()
+        _tied.clear()
         _core.shutdown()
         _context = None
         _local_clusters.disconnected()
+
+
+def tie_to_session(obj):
+    """End ``obj`` (call its ``_end_with_session()``) when this session shuts down."""
+    _tied.add(obj)
 
 
 # As Ray (registered when the module loads): the driver's runtime is shut down when the

@@ -243,13 +243,16 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
         return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     try:
         refs, single = _check_refs(object_refs)
-    except (TypeError, ValueError):
-        # Not ObjectRefs: a compiled graph's results (ray.dag), or a mistake to report.
+    except (TypeError, ValueError) as exc:
+        refs, not_refs = None, exc
+    if refs is None:
+        # Not ObjectRefs: a compiled graph's results (ray.dag), or a mistake to report. Read
+        # outside the handler, so that what a compiled result raises is not chained to it.
         from ray_adapter.ray.dag.compiled_dag_node import NOT_COMPILED, get_compiled_refs
 
         values = get_compiled_refs(object_refs, timeout)
         if values is NOT_COMPILED:
-            raise
+            raise not_refs
         return values
     if timeout is not None:
         int(timeout * 1000)  # as Ray converts it: "x" raises ValueError, [1] TypeError

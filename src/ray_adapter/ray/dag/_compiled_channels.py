@@ -18,6 +18,7 @@ import time
 from ray_adapter.core import pipes
 from ray_adapter.core.execution import task_failure
 from ray_adapter.ray._private.core_access import core as _ensure_core
+from ray_adapter.ray._private.core_access import started
 from ray_adapter.ray._private.core_access import translated
 from ray_adapter.ray.dag._compiled_loop import FAILURE_FRAME, INPUT_FRAME, open_loop
 from ray_adapter.ray.exceptions import RayCgraphCapacityExceeded, RayChannelError, RayChannelTimeoutError
@@ -30,12 +31,13 @@ class _OutputPipe:
     """One pipe the driver reads outputs on: its reader, whether a thread is reading it, and
     how many frames of each node came (their executions' numbers)."""
 
-    __slots__ = ("reader", "busy", "received")
+    __slots__ = ("reader", "busy", "received", "orphaned")
 
     def __init__(self, reader, tags):
         self.reader = reader
         self.busy = False
         self.received = dict.fromkeys(tags, 0)
+        self.orphaned = False  # torn down while a caller read it: that caller closes it
 
 
 class GraphChannels:
@@ -103,9 +105,10 @@ class GraphChannels:
 
     # -- executions --------------------------------------------------------------------------
     def submit(self, args, kwargs):
-        """Write one execution's input; returns its number. Raises ``RayChannelError`` once
-        the graph ended, ``RayCgraphCapacityExceeded`` with ``max_inflight`` executions not yet
-        received, and what pickling the input raises."""
+        """Write one execution's input (never blocking: see ``pipes.FrameWriter``); returns its
+        number. Raises ``RayChannelError`` once the graph ended, ``RayCgraphCapacityExceeded``
+        with ``max_inflight`` executions not yet received, and what pickling the input
+        raises."""
         with self._submit_lock:
             with self._lock:
                 if self._closed or self._failure is not None:
@@ -143,6 +146,7 @@ class GraphChannels:
         key = (execution, tag)
         deadline = None if timeout is None else time.monotonic() + timeout
         pipe = self._outputs[tag]
+        last_try = False  # once the time is up, what the pipe already holds is still taken
         with self._lock:
             while key not in self._results:
                 if self._failure is not None and pipe.received[tag] <= execution:
@@ -150,7 +154,9 @@ class GraphChannels:
                     break
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise RayChannelTimeoutError(self._timeout_message)
+                    if last_try or pipe.busy:
+                        raise RayChannelTimeoutError(self._timeout_message)
+                    last_try, left = True, 0
                 if pipe.busy:
                     self._changed.wait(left)
                     continue
@@ -161,6 +167,8 @@ class GraphChannels:
                 finally:
                     self._lock.acquire()
                     pipe.busy = False
+                    if pipe.orphaned:
+                        pipe.reader.close()
                     self._changed.notify_all()
                 if frame is not None:
                     kind, node, value = frame
@@ -202,7 +210,7 @@ class GraphChannels:
                 return
             closing = self._closed
         failure = RayChannelError("Channel closed.")
-        if not closing:
+        if not closing and started():  # after ray.shutdown() there is nothing to ask
             core = _ensure_core()
             for handle in self._graph.handles.values():
                 try:
@@ -236,7 +244,8 @@ class GraphChannels:
                 while pipe.busy and time.monotonic() < deadline:
                     self._changed.wait(max(0.0, deadline - time.monotonic()))
                 if pipe.busy:
-                    continue  # a caller still reads it: it meets the end itself
+                    pipe.orphaned = True  # a caller still reads it: it closes it after
+                    continue
                 pipe.busy = True
             try:
                 while True:  # what is still on its way is dropped, up to the pipe's end

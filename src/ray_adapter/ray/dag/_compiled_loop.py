@@ -21,7 +21,6 @@ import threading
 from ray_adapter.core import pipes, serialization
 from ray_adapter.core.execution import actor_method, task_failure
 from ray_adapter.ray.dag._compiled_plan import ATTRIBUTE, CONST, INPUT, NODE
-from ray_adapter.ray.dag._graph_values import attribute_value, input_value
 
 #: Frame kinds: an execution's input ``(args, kwargs)``, a node's result, a node's failure
 #: (a core ``TaskFailed``).
@@ -105,7 +104,7 @@ class _ActorLoop:
         self._input = readers.get(plan.input_pipe)
         self._sources = {index: readers[pipe] for index, pipe in plan.sources.items()}
         self._values = {}  # node index -> result (or Failed), the running execution's
-        self._given = _UNREAD  # the running execution's InputNode value, read when first needed
+        self._given = _UNREAD  # the running execution's ``(args, kwargs)``, read when first needed
         # Ray's compiled graphs report a failure as one of ``__ray_call__`` (the call that
         # runs the loop), its header without the actor's id and repr.
         self._name = f"{plan.class_name}.__ray_call__"
@@ -167,10 +166,13 @@ class _ActorLoop:
             return src[1]
         if self._given is _UNREAD:
             kind_read, _, given = self._read(self._input)
-            self._given = input_value(*given) if kind_read == INPUT_FRAME else Failed(given)
-        if kind == INPUT or type(self._given) is Failed:
+            self._given = given if kind_read == INPUT_FRAME else Failed(given)
+        if type(self._given) is Failed:
             return self._given
-        return attribute_value(self._given, src[1], src[2])
+        args, kwargs = self._given  # as Ray's compiled graphs read the input (checked by execute)
+        if kind == INPUT:
+            return args[0]
+        return args[src[1]] if isinstance(src[1], int) else kwargs[src[1]]
 
     def _read(self, reader):
         """The next frame of ``reader``; one that cannot be unpickled here comes as the failure

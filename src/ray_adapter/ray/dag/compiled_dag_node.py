@@ -19,10 +19,11 @@ import itertools
 
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import core as _ensure_core
+from ray_adapter.ray._private import session
 from ray_adapter.ray._private.core_access import translated
 from ray_adapter.ray.dag._compiled_channels import GraphChannels
 from ray_adapter.ray.dag._compiled_plan import plan_graph
-from ray_adapter.ray.dag._graph_values import is_node
+from ray_adapter.ray.dag._graph_values import DAGInputData, is_node
 from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
 from ray_adapter.ray.dag.context import DAGContext
 from ray_adapter.ray.exceptions import GetTimeoutError, RayChannelError, RayChannelTimeoutError
@@ -51,6 +52,19 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
                 raise ValueError("The DAG was compiled more than once. The following two nodes "
                                  f"call `experimental_compile`: (1) {earlier}, (2) {root}")
     has_input = False
+    direct, positional, keywords = None, set(), set()
+    for node in nodes:
+        for arg in list(node.get_args()) + list(node.get_kwargs().values()):
+            role = getattr(arg, "_compile_role", None) if is_node(arg) else None
+            if role in ("input", "input_attribute"):
+                this_direct = role == "input"
+                if direct is not None and direct != this_direct:
+                    raise ValueError("All tasks must either use InputNode() directly, or they "
+                                     "must index to specific args or kwargs.")
+                direct = this_direct
+                if not this_direct:
+                    key = arg.get_other_args_to_resolve()["key"]
+                    (positional if isinstance(key, int) else keywords).add(key)
     for node in nodes:
         role = node._compile_role
         if role == "function":
@@ -68,7 +82,12 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
             raise NotImplementedError(f"Compiled DAGs do not support {type(node).__name__} nodes")
     if not has_input:
         raise ValueError(_NO_INPUT.format(node=root))
-    return CompiledDAG(root, enable_asyncio, max_inflight_executions)
+    outputs = root.get_args() if root._compile_role == "outputs" else [root]
+    if any(getattr(out, "_compile_role", None) != "method" for out in outputs):
+        raise AssertionError  # Ray's compiler asserts that every output is a task
+    expected = 1 if direct else (max(positional) + 1 if positional else 0)
+    return CompiledDAG(root, enable_asyncio, max_inflight_executions,
+                       inputs=(bool(direct), expected, tuple(sorted(keywords))))
 
 
 class CompiledDAG:
@@ -78,8 +97,10 @@ class CompiledDAG:
     _ids = itertools.count()
     _channels = None
 
-    def __init__(self, root, enable_asyncio=False, max_inflight_executions=None):
+    def __init__(self, root, enable_asyncio=False, max_inflight_executions=None, inputs=(True, 1, ())):
         context = DAGContext.get_current()
+        # (InputNode used directly?, positional arguments execute takes, keywords it needs)
+        self._direct_input, self._positional, self._keywords = inputs
         self._get_timeout = context.get_timeout
         self._teardown_timeout = context.teardown_timeout
         self._root = root
@@ -92,6 +113,8 @@ class CompiledDAG:
         if plan is not None:
             limit = max_inflight_executions or context.max_inflight_executions
             self._channels = GraphChannels.start(plan, limit, self._timeout_message())
+            if self._channels is not None:
+                session.tie_to_session(self)
 
     def _timeout_message(self):
         return ("If the execution is expected to take a long time, increase "
@@ -120,14 +143,27 @@ class CompiledDAG:
             raise ValueError("Use execute if enable_asyncio=False")
         return self._submit(args, kwargs, CompiledDAGFuture)
 
+    def _check_inputs(self, args, kwargs):
+        """Ray's check of ``execute``'s arguments against the InputNode parts the graph uses."""
+        if len(args) != self._positional:
+            raise ValueError("dag.execute() or dag.execute_async() must be called with "
+                             f"{self._positional} positional args, got {len(args)}")
+        for key in self._keywords:
+            if key not in kwargs:
+                raise ValueError(f"dag.execute() or dag.execute_async() must be called with kwarg `{key}`")
+
     def _submit(self, args, kwargs, kind):
         self._check_open()
+        self._check_inputs(args, kwargs)
         if self._channels is not None:
             index = self._channels.submit(args, kwargs)
             count = len(self._root.get_args()) if self._multi else 1
             result = [None] * count
         else:
-            index, result = next(self._executions), self._root._run(args, kwargs)
+            # The classic executor, given the input as compiled graphs read it: the InputNode is
+            # the first positional argument, its parts the arguments by index or keyword.
+            given = (args[0],) if self._direct_input else (DAGInputData(*args, **kwargs),)
+            index, result = next(self._executions), self._root._run(given, {})
         if self._multi:
             return [kind(self, index, ref, channel) for channel, ref in enumerate(result)]
         return kind(self, index, result, None)
@@ -161,6 +197,11 @@ class CompiledDAG:
                     with translated:
                         core.kill_actor(actor_id, True)
                 stack.extend(node._children())
+
+    def _end_with_session(self):
+        """``ray.shutdown()``: the actors' loops end; later executions raise RayChannelError."""
+        if not self.is_teardown:
+            self._channels.teardown(0)
 
     def __del__(self):
         channels = self._channels
@@ -207,13 +248,13 @@ class CompiledDAGRef:
         if self._ray_get_called:
             raise ValueError("ray.get() can only be called once on a CompiledDAGRef, and it was "
                              "already called.")
+        self._ray_get_called = True  # as Ray: a get that timed out counts too
         limit = self._dag._get_timeout if timeout is None else timeout
         try:
             value = self._dag._fetch(self._execution_index, self._channel_index, self._ref,
                                      None if limit is not None and limit < 0 else limit)
         except GetTimeoutError:
             raise RayChannelTimeoutError(self._dag._timeout_message()) from None
-        self._ray_get_called = True
         self._ref = None
         return value
 
