@@ -142,6 +142,17 @@ def encode(value):
     return data, buffers
 
 
+_PLAIN = frozenset((type(None), bool, int, float, str, bytes))
+
+
+def encode_fast(value):
+    """:func:`encode`, with a shortcut for a None, bool, number, str or bytes (most values of
+    a pipeline's steps)."""
+    if type(value) in _PLAIN:
+        return pickle.dumps(value, 5), ()
+    return encode(value)
+
+
 class FrameWriter:
     """The writing end of a pipe: :meth:`write` sends one frame and never blocks its caller.
 
@@ -170,6 +181,22 @@ class FrameWriter:
         256 and < 2**32). Raises :class:`PipeClosed` when the reader has gone."""
         data, buffers = parts
         header = _HEADER.pack(kind, tag, len(data), len(buffers))
+        if not buffers and not self._draining:
+            # Most frames: one write, no lock (only this owner sets ``_draining``, so a False
+            # read here stays False until this call queues something itself).
+            frame = header + data
+            try:
+                written = os.write(self.fd, frame)
+            except BlockingIOError:
+                written = 0
+            except BrokenPipeError:
+                with self._lock:
+                    self._broken = True
+                raise PipeClosed("the reader of this pipe has closed it") from None
+            if written == len(frame):
+                return
+            self._queue_rest([memoryview(frame)[written:]])
+            return
         if buffers:
             header += b"".join(_LENGTH.pack(memoryview(b).nbytes) for b in buffers)
             segments = [memoryview(header), memoryview(data)] + [memoryview(b).cast("B") for b in buffers]
@@ -188,10 +215,14 @@ class FrameWriter:
                 self._broken = True
             raise PipeClosed("the reader of this pipe has closed it") from None
         if rest:
-            with self._lock:
-                self._queue.append([bytes(s) for s in rest])
-                self._draining = True
-            start_daemon(self._drain, "ray-adapter-pipe-writer")
+            self._queue_rest(rest)
+
+    def _queue_rest(self, rest):
+        """What the pipe did not take of a frame: copied, and the drain thread started."""
+        with self._lock:
+            self._queue.append([bytes(s) for s in rest])
+            self._draining = True
+        start_daemon(self._drain, "ray-adapter-pipe-writer")
 
     def _drain(self):
         poller = select.poll()
@@ -300,6 +331,18 @@ class FrameReader:
         """The next frame: ``(kind, tag, value)``. Blocks until it came; raises
         :class:`PipeClosed` at end of file, :class:`FrameUndecodable` when the value cannot be
         unpickled."""
+        if not self._pending:  # most frames: one read gives exactly one small frame
+            chunk = os.read(self.fd, _READ_CHUNK)
+            if not chunk:
+                raise PipeClosed("every writer of this pipe has closed it")
+            if len(chunk) > _HEADER.size:
+                kind, tag, size, count = _HEADER.unpack_from(chunk)
+                if not count and len(chunk) == _HEADER.size + size:
+                    try:
+                        return kind, tag, pickle.loads(memoryview(chunk)[_HEADER.size:])
+                    except Exception as exc:  # noqa: BLE001 - consumed: the pipe goes on
+                        raise FrameUndecodable(kind, tag, exc) from exc
+            self._pending += chunk
         self._fill(_HEADER.size)
         kind, tag, size, count = _HEADER.unpack_from(self._pending)
         end = _HEADER.size + size

@@ -239,8 +239,13 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     ``ValueError`` ('You are trying to access Ray objects whose owner is unknown...'). In a
     task or actor of the embedded backend an unknown object raises ``ObjectFreedError`` at once
     instead (compat matrix)."""
-    if type(object_refs) is not ObjectRef and _is_generator(object_refs):
-        return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
+    if type(object_refs) is not ObjectRef:
+        if type(object_refs).__name__ == "CompiledDAGRef":  # a compiled graph's step: at once
+            from ray_adapter.ray.dag.compiled_dag_node import get_compiled_refs
+
+            return get_compiled_refs(object_refs, timeout)
+        if _is_generator(object_refs):
+            return object_refs  # as Ray: a generator is returned as it is (iterate it for refs)
     try:
         refs, single = _check_refs(object_refs)
     except (TypeError, ValueError) as exc:

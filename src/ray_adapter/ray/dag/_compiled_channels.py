@@ -109,6 +109,7 @@ class GraphChannels:
         number. Raises ``RayChannelError`` once the graph ended, ``RayCgraphCapacityExceeded``
         with ``max_inflight`` executions not yet received, and what pickling the input
         raises."""
+        parts = pipes.encode((tuple(args), dict(kwargs)))
         with self._submit_lock:
             with self._lock:
                 if self._closed or self._failure is not None:
@@ -122,15 +123,13 @@ class GraphChannels:
                         "increase `_max_inflight_executions`. "
                         "`dag.experimental_compile(_max_inflight_executions=...)`")
                 index = self._submitted
-            parts = pipes.encode((tuple(args), dict(kwargs)))
+                self._submitted += 1  # a failed write below ends the graph: the number is spent
             try:
                 for writer in self._writers:
                     writer.write(INPUT_FRAME, index & 0xFFFFFFFF, parts)
             except pipes.PipeClosed:
                 self._ended()
                 raise RayChannelError("Channel closed.") from None
-            with self._lock:
-                self._submitted += 1
             return index
 
     def _received(self):

@@ -187,7 +187,7 @@ class _ActorLoop:
             kind, parts = FAILURE_FRAME, failure_parts(value.error)
         else:
             try:
-                kind, parts = RESULT_FRAME, pipes.encode(value)
+                kind, parts = RESULT_FRAME, pipes.encode_fast(value)
             except Exception as exc:  # noqa: BLE001 - a result that does not pickle
                 kind, parts = FAILURE_FRAME, failure_parts(task_failure(exc, self._name))
         for writer in writers:
