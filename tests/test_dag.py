@@ -272,12 +272,15 @@ def test_compiled_graph_the_pipes_cannot_carry_runs_the_classic_path(ray, dag):
     assert compiled._channels is None
     assert [ray.get(compiled.execute(i)) for i in range(3)] == [2, 4, 6]
     compiled.teardown()
+    b = Stage.remote()
     with dag.InputNode() as inp:
-        nested = a.g.bind([a.g.bind(inp)]).experimental_compile()  # a node inside a list
-    assert nested._channels is None
-    inner = ray.get(nested.execute(2))  # the list doubled, its item the inner node's ref
-    assert len(inner) == 2 and ray.get(inner) == [4, 4]
-    nested.teardown()
+        nested = b.g.bind([a.g.bind(inp)])  # a node inside a list: Ray refuses it
+    with pytest.raises(ValueError, match="Found 1 DAGNodes from the arg"):
+        nested.experimental_compile()
+    with dag.InputNode() as inp:
+        unfed = dag.MultiOutputNode([a.g.bind(inp), b.g.bind(1)])  # b.g takes no node
+    with pytest.raises(ValueError, match="require each task to take a ray.dag.InputNode"):
+        unfed.experimental_compile()
 
 
 def test_compiled_graph_with_large_values_never_deadlocks(ray, dag):

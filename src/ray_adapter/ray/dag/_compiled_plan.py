@@ -8,10 +8,10 @@ actor's nodes take (one pipe per pair of actors, each frame tagged with its node
 a consumer never waits on one pipe while the frame it needs sits behind another);
 ``(producer, "out")`` carries the graph's outputs to the driver. Each pipe has one writer.
 
-A graph this plan cannot carry -- a DAG node nested inside an argument's container, an
-ObjectRef bound as an argument, a method node with ``.options(...)``, an output that is not
-an actor method -- gives None: the graph runs on the classic path instead, with the same
-results (the compat matrix says so).
+A graph this plan cannot carry -- an ObjectRef bound as an argument, a method node with
+``.options(...)`` -- gives None: the graph runs on the classic path instead, with the same
+results (the compat matrix says so). Nested nodes and outputs that are not actor methods the
+compiler has refused before (as Ray's does).
 """
 from ray_adapter.ray._private.object_refs import ObjectRef
 from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
@@ -101,7 +101,7 @@ def _source(value, index_of):
     found = []
     walk(value, found)
     if found or isinstance(value, ObjectRef):
-        return None  # nested nodes, refs to resolve: the classic path does that
+        return None  # a ref to resolve: the classic path does that
     return (CONST, value)
 
 

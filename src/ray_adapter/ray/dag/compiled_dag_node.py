@@ -7,8 +7,8 @@ them) and set up once: each actor starts a loop over its nodes (:mod:`._compiled
 :meth:`CompiledDAG.execute` writes the input to the pipes of the actors that read it, the
 results coming back on pipes read by the caller of ``ray.get`` (:mod:`._compiled_channels`) --
 no scheduler, no object store, no runtime thread per step, as Ray's channels skip them. A
-graph the pipes cannot carry (actors on another machine, async or generator methods, nested
-or ObjectRef arguments, method options; see the compat matrix) runs the same calls on the
+graph the pipes cannot carry (actors on another machine, async or generator methods,
+ObjectRef arguments, method options; see the compat matrix) runs the same calls on the
 classic path at each execution instead, with the same answers. Results come as
 :class:`CompiledDAGRef` s: ``ray.get`` (or ``.get()``) once each, as in Ray; with
 ``enable_asyncio=True``, ``await dag.execute_async(...)`` gives a :class:`CompiledDAGFuture`.
@@ -23,7 +23,7 @@ from ray_adapter.ray._private import session
 from ray_adapter.ray._private.core_access import translated
 from ray_adapter.ray.dag._compiled_channels import GraphChannels
 from ray_adapter.ray.dag._compiled_plan import plan_graph
-from ray_adapter.ray.dag._graph_values import DAGInputData, is_node
+from ray_adapter.ray.dag._graph_values import DAGInputData, is_node, walk
 from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
 from ray_adapter.ray.dag.context import DAGContext
 from ray_adapter.ray.exceptions import GetTimeoutError, RayChannelError, RayChannelTimeoutError
@@ -54,6 +54,15 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
     has_input = False
     direct, positional, keywords = None, set(), set()
     for node in nodes:
+        for arg in node.get_args():
+            nested = []
+            if not is_node(arg):
+                walk(arg, nested)
+            if nested:
+                raise ValueError(
+                    f"Found {len(nested)} DAGNodes from the arg {arg} in {node}. Please ensure that "
+                    "the argument is a single DAGNode and that a DAGNode is not allowed to be placed "
+                    "inside any type of container.")
         for arg in list(node.get_args()) + list(node.get_kwargs().values()):
             role = getattr(arg, "_compile_role", None) if is_node(arg) else None
             if role in ("input", "input_attribute"):
@@ -82,6 +91,11 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
             raise NotImplementedError(f"Compiled DAGs do not support {type(node).__name__} nodes")
     if not has_input:
         raise ValueError(_NO_INPUT.format(node=root))
+    for node in nodes:
+        if node._compile_role == "method" and not any(is_node(a) for a in node.get_args()):
+            raise ValueError("Compiled DAGs require each task to take a ray.dag.InputNode or at "
+                             f"least one other DAGNode as an input. Invalid task node:\n{node}\n"
+                             "Please bind the task to proper DAG nodes.")
     outputs = root.get_args() if root._compile_role == "outputs" else [root]
     if any(getattr(out, "_compile_role", None) != "method" for out in outputs):
         raise AssertionError  # Ray's compiler asserts that every output is a task
