@@ -310,15 +310,6 @@ class ActorManager:
         return errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED, actor.options.class_name,
                                 detail="its new worker process ended at start")
 
-    def worker_of_call(self, task_id):
-        """The worker running actor call ``task_id`` (sent to its actor's worker), else None."""
-        with self._lock:
-            call = self._calls.get(task_id)
-            actor = call.actor if call is not None else None
-            if actor is None or task_id not in actor.inflight:
-                return None
-            return actor.worker
-
     def die(self, actor, death, extra_calls=(), retire=True):
         """Mark ``actor`` dead with ``death``: its queued and in-flight calls fail with it, its
         name is freed, its resources return and its process (if any) is told to exit (unless

@@ -21,8 +21,8 @@ import uuid
 
 import msgspec
 
-from ray_adapter.core import errors, execution, ids, relays, serialization, shm
-from ray_adapter.core.embedded import driver_reading, protocol
+from ray_adapter.core import errors, ids, relays, serialization, shm
+from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
 from ray_adapter.core.embedded.arena import Arena
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
@@ -251,8 +251,6 @@ class EmbeddedBackend(RuntimeCore):
 
     def get(self, object_ids, timeout):
         self._check_started()
-        if len(object_ids) == 1:
-            self._read_reply(object_ids[0], timeout)
         # An id the table does not hold (freed, forged) is never ready, as in Ray: GetTimeout.
         if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True, unknown_ready=False):
             raise errors.GetTimeout(timeout)
@@ -263,32 +261,6 @@ class EmbeddedBackend(RuntimeCore):
                 raise value
             values.append(value)
         return values
-
-    def _read_reply(self, object_id, timeout):
-        """A synchronous get of one object a worker is computing reads that worker's reply on
-        this thread when no other thread reads its channel (``pool.read_for``): one wake-up
-        less per round trip. Returns once the object is sealed (by this thread or another), the
-        time is up, or the worker ended; the caller's usual wait does the rest."""
-        task_id = self.objects.producer(object_id)
-        if task_id is None:
-            return
-        worker = self.actors.worker_of_call(task_id) if ids.names_actor(task_id) else self.tasks.worker_of(task_id)
-        if worker is None:
-            return
-        sealed = []
-        wake = driver_reading.caller_wake()
-        wake.clear()
-
-        def on_sealed(ok):
-            sealed.append(ok)
-            wake.set()
-
-        waiter = self.objects.when_ready([object_id], on_sealed, 1, True, False)
-        try:
-            self.pool.read_for(worker, sealed.__len__, wake, execution.wait_seconds(timeout))
-        finally:
-            if not sealed:
-                self.objects.cancel_wait(waiter)
 
     def wait(self, object_ids, num_returns, timeout):
         self._check_started()
@@ -305,12 +277,6 @@ class EmbeddedBackend(RuntimeCore):
         future = concurrent.futures.Future()
 
         def settle(ok):
-            if driver_reading.is_caller_reading():
-                # The thread reading is a caller of get, which may hold the user's locks: the
-                # future's callbacks (user code) run on the timer thread instead, as on a
-                # runtime thread in Ray.
-                self.timers.call_later(0, lambda: settle(ok))
-                return
             try:
                 if not ok:
                     raise errors.NotInitialized("ray.shutdown() was called while this call was waiting")

@@ -28,14 +28,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import traceback
 
 from ray_adapter.core import ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.embedded.driver_reading import DriverReadRole
 from ray_adapter.core.embedded.entry import default_worker as entry
 from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking
 from ray_adapter.core.embedded.zygote import Zygote, preload_modules
@@ -57,7 +55,7 @@ class WorkerState(enum.Enum):
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
-                 "followers", "booted", "boot_failure", "role", "__weakref__")
+                 "followers", "booted", "boot_failure", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -80,7 +78,6 @@ class WorkerHandle:
         self.followers = collections.deque()  # tasks sent behind the running one (task_pipeline)
         self.booted = False         # it said Hello (set by its reader thread)
         self.boot_failure = None    # why a py_executable worker ended before Hello (its reader)
-        self.role = DriverReadRole(channel.sock.fileno())  # who reads its channel (driver_reading)
 
     @property
     def alive(self):
@@ -274,69 +271,30 @@ class WorkerPool:
 
     # -- reading -----------------------------------------------------------------------------
     def _reader(self, worker):
-        """The worker's reader thread: handles what it sends, in order, except while a caller
-        of ``get`` borrowed the read role (:mod:`.driver_reading`)."""
         flushes_before_blocking()
         channel = worker.channel
-        role = worker.role
         decode = protocol.driver_decoder.decode
         dispatch = self._dispatch
         try:
             while True:
-                flush_posted()  # about to sleep: write what this thread posted first
-                role.reader_sleep()
-                with role.token:
-                    while channel.buffered() or role.readable_now():
-                        body, buffers = channel.recv()
-                        message = decode(body)
-                        if not worker.booted and type(message) is protocol.Hello:
-                            if message.version != protocol.VERSION:  # another ray-adapter
-                                worker.boot_failure = version_failure(worker.spec.py_executable,
-                                                                      message.version)
-                                raise ChannelClosed("version mismatch")
-                            worker.booted = True
-                        dispatch(worker, message, buffers)
-                        del message
-                        del body, buffers  # do not keep the last payload alive until the next one
+                body, buffers = channel.recv()
+                message = decode(body)
+                if not worker.booted and type(message) is protocol.Hello:
+                    if message.version != protocol.VERSION:  # another ray-adapter (py_executable)
+                        worker.boot_failure = version_failure(worker.spec.py_executable, message.version)
+                        break
+                    worker.booted = True
+                dispatch(worker, message, buffers)
+                del message
+                del body, buffers  # do not keep the last payload alive until the next one
         except ChannelClosed:
             pass
         except BaseException:  # a handler bug: report it, then treat the worker as lost
             sys.stderr.write("ray-adapter: internal error handling a message of worker "
                              f"{worker.pid}; the worker is stopped:\n{traceback.format_exc()}")
         finally:
-            with role.token:  # a caller reading gives the role back first
-                role.close()
             self._reap(worker)
             flush_posted()  # what the exit path posted (a retried task...) goes out now
-
-    def read_for(self, worker, done, wake, timeout):
-        """Read ``worker``'s messages on the calling thread until ``done()`` (a reply it waits
-        for was handled), ``timeout`` seconds (None: no limit) pass, the worker's end, or
-        ``wake`` (the thread's ``driver_reading.caller_wake()``) is set; False at once when its
-        reader thread or another caller is reading (the caller then waits as usual). Messages
-        are handled as the reader thread handles them."""
-        role = worker.role
-        if not worker.booted or not role.lend():
-            return False
-        channel = worker.channel
-        decode = protocol.driver_decoder.decode
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while not done():
-                if not channel.buffered():
-                    flush_posted()  # about to sleep: the call this waits for may still be queued
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if (left is not None and left <= 0) or not role.caller_wait(wake, left):
-                        break
-                body, buffers = channel.recv()
-                self._dispatch(worker, decode(body), buffers)
-                del body, buffers
-        except ChannelClosed:
-            pass  # the reader thread meets the end too, and reaps the worker
-        finally:
-            flush_posted()
-            role.give_back(channel.buffered())
-        return True
 
     def _reap(self, worker):
         worker.kill_group() if worker.state is not WorkerState.RETIRED else None
@@ -362,6 +320,8 @@ class WorkerPool:
     # -- shutdown ----------------------------------------------------------------------------
     def shutdown(self, grace=1.0):
         """Stop every worker: ask them to exit, wait up to ``grace`` seconds, then kill."""
+        import time
+
         with self._lock:
             self._closed = True
             prestarting, self._prestarting = self._prestarting, []

@@ -168,15 +168,6 @@ class TaskManager:
         error = unschedulable_error(record.options.name, reason, group_id)
         self._finish_claimed(record, [error_data(error)], True)
 
-    def worker_of(self, task_id):
-        """The worker task ``task_id`` was sent to (running, or sent behind the running one),
-        else None (queued, done, unknown)."""
-        with self._lock:
-            record = self._tasks.get(task_id)
-            if record is None or record.state not in (TaskState.RUNNING, TaskState.PREFETCHED):
-                return None
-            return record.worker
-
     def on_evict(self, record):
         """Its placement group was removed while it ran: its worker is killed and the task fails
         with TaskPlacementGroupRemoved, not retried (Ray 2.60 here never answers such a task: its
