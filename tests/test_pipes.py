@@ -14,6 +14,14 @@ import pytest
 from ray_adapter.core import pipes
 
 
+def _pipe():
+    """A reader and a writer of one pipe, its directory already gone."""
+    pipe_dir = pipes.PipeDir(["a"])
+    ends = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
+    pipe_dir.release()
+    return ends
+
+
 def test_ends_open_in_any_order_and_the_directory_goes():
     pipe_dir = pipes.PipeDir(["a", "b"])
     assert oct(os.stat(pipe_dir.root).st_mode & 0o777) == "0o700"
@@ -36,9 +44,7 @@ def test_ends_open_in_any_order_and_the_directory_goes():
 
 
 def test_arrays_travel_out_of_band_and_come_back_read_only():
-    pipe_dir = pipes.PipeDir(["a"])
-    reader, writer = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
-    pipe_dir.release()
+    reader, writer = _pipe()
     array = np.arange(10, dtype=np.int64)
     data, buffers = pipes.encode({"w": array, "n": 3})
     assert len(buffers) == 1 and array.tobytes() not in data
@@ -50,9 +56,7 @@ def test_arrays_travel_out_of_band_and_come_back_read_only():
 
 
 def test_a_value_larger_than_the_pipe_while_its_reader_reads():
-    pipe_dir = pipes.PipeDir(["a"])
-    reader, writer = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
-    pipe_dir.release()
+    reader, writer = _pipe()
     big = np.random.default_rng(0).integers(0, 255, size=3 * pipes.PIPE_BYTES + 17, dtype=np.uint8)
     got = []
     thread = threading.Thread(target=lambda: got.extend(reader.read() for _ in range(3)))
@@ -76,9 +80,7 @@ def _fail():
 
 
 def test_a_frame_that_cannot_be_unpickled_leaves_the_pipe_usable():
-    pipe_dir = pipes.PipeDir(["a"])
-    reader, writer = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
-    pipe_dir.release()
+    reader, writer = _pipe()
     writer.write(2, 5, (pickle.dumps(_RaisesOnLoad()), []))
     writer.write(1, 6, pipes.encode("next"))
     with pytest.raises(pipes.FrameUndecodable) as info:
@@ -113,9 +115,7 @@ def test_another_process_sees_the_proof_and_the_end_when_the_writer_dies():
 
 
 def test_writing_to_a_pipe_whose_reader_closed_says_so():
-    pipe_dir = pipes.PipeDir(["a"])
-    reader, writer = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
-    pipe_dir.release()
+    reader, writer = _pipe()
     reader.close()
     with pytest.raises(pipes.PipeClosed):
         writer.write(1, 1, pipes.encode(1))
@@ -123,9 +123,7 @@ def test_writing_to_a_pipe_whose_reader_closed_says_so():
 
 
 def test_a_writer_never_blocks_and_keeps_order_when_its_reader_is_busy():
-    pipe_dir = pipes.PipeDir(["a"])
-    reader, writer = pipes.open_reader(pipe_dir.paths["a"]), pipes.open_writer(pipe_dir.paths["a"])
-    pipe_dir.release()
+    reader, writer = _pipe()
     big = np.arange(3 * pipes.PIPE_BYTES // 8, dtype=np.int64)
     for tag in range(3):  # 9 MB while nobody reads: queued, copied, the caller goes on
         writer.write(0, tag, pipes.encode(big))
