@@ -37,7 +37,12 @@ def test_the_drivers_runtime_threads_leave_signals_to_the_main_thread(ray):
     threads = [t for t in threading.enumerate() if t.name.startswith(RUNTIME_THREADS)]
     assert any(t.name.startswith("ray-adapter-worker-") for t in threads), threads
     for thread in threads:
-        assert set(HANDLED) <= _blocked(thread.native_id), thread.name
+        try:
+            blocked = _blocked(thread.native_id)
+        except FileNotFoundError:  # a short-lived thread (a prestart, a writer) ended meanwhile
+            assert not thread.is_alive(), thread.name
+            continue
+        assert set(HANDLED) <= blocked, thread.name
     assert signal.SIGINT not in _blocked(threading.main_thread().native_id)
 
 
