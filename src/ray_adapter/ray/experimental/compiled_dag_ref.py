@@ -1,0 +1,7 @@
+"""``ray.experimental.compiled_dag_ref``: where Ray's documentation imports the results of a
+compiled graph from -- :class:`CompiledDAGRef` (what ``execute`` gives) and
+:class:`CompiledDAGFuture` (what ``await execute_async`` gives). The same classes as
+``ray.dag.compiled_dag_node``'s (see there)."""
+from ray_adapter.ray.dag.compiled_dag_node import CompiledDAGFuture, CompiledDAGRef
+
+__all__ = ["CompiledDAGRef", "CompiledDAGFuture"]
