@@ -129,28 +129,8 @@ def open_writer(path):
     return FrameWriter(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
 
 
-def encode(value):
-    """``value`` as the parts of a frame: ``(pickle bytes, [buffers])``. Raises what pickling
-    raises."""
-    buffers = []
-
-    def out_of_band(buf):
-        buffers.append(buf.raw())
-        return False
-
-    data = serialization.dumps_for_channel(value, out_of_band)
-    return data, buffers
-
-
-_PLAIN = frozenset((type(None), bool, int, float, str, bytes))
-
-
-def encode_fast(value):
-    """:func:`encode`, with a shortcut for a None, bool, number, str or bytes (most values of
-    a pipeline's steps)."""
-    if type(value) in _PLAIN:
-        return pickle.dumps(value, 5), ()
-    return encode(value)
+#: ``value`` as the parts of a frame, ``(pickle bytes, [buffers])``; raises what pickling raises.
+encode = serialization.dumps_for_channel
 
 
 class FrameWriter:
@@ -181,33 +161,20 @@ class FrameWriter:
         256 and < 2**32). Raises :class:`PipeClosed` when the reader has gone."""
         data, buffers = parts
         header = _HEADER.pack(kind, tag, len(data), len(buffers))
-        if not buffers and not self._draining:
-            # Most frames: one write, no lock (only this owner sets ``_draining``, so a False
-            # read here stays False until this call queues something itself).
-            frame = header + data
-            try:
-                written = os.write(self.fd, frame)
-            except BlockingIOError:
-                written = 0
-            except BrokenPipeError:
-                with self._lock:
-                    self._broken = True
-                raise PipeClosed("the reader of this pipe has closed it") from None
-            if written == len(frame):
-                return
-            self._queue_rest([memoryview(frame)[written:]])
-            return
         if buffers:
             header += b"".join(_LENGTH.pack(memoryview(b).nbytes) for b in buffers)
             segments = [memoryview(header), memoryview(data)] + [memoryview(b).cast("B") for b in buffers]
         else:
             segments = [memoryview(header + data)]  # most frames: one write
-        with self._lock:
-            if self._broken:
-                raise PipeClosed("the reader of this pipe has closed it")
-            if self._draining:  # frames before this one still wait: after them
-                self._queue.append([bytes(s) for s in segments])
-                return
+        # Read without the lock: only this owner sets them, so a False read stays False until
+        # this call queues something itself.
+        if self._draining or self._broken:
+            with self._lock:
+                if self._broken:
+                    raise PipeClosed("the reader of this pipe has closed it")
+                if self._draining:  # frames before this one still wait: after them
+                    self._queue.append([bytes(s) for s in segments])
+                    return
         try:
             rest = _write_some(self.fd, segments)
         except BrokenPipeError:
@@ -282,6 +249,15 @@ def _write_some(fd, segments):
     return segments
 
 
+def _decoded(kind, tag, data, buffers):
+    """A read frame as ``(kind, tag, value)``; raises :class:`FrameUndecodable` when its value
+    cannot be unpickled (the frame is consumed: the pipe goes on)."""
+    try:
+        return kind, tag, pickle.loads(data, buffers=buffers) if buffers else pickle.loads(data)
+    except Exception as exc:  # noqa: BLE001
+        raise FrameUndecodable(kind, tag, exc) from exc
+
+
 class FrameReader:
     """The reading end of a pipe: :meth:`read` gives the next frame."""
 
@@ -338,31 +314,18 @@ class FrameReader:
             if len(chunk) > _HEADER.size:
                 kind, tag, size, count = _HEADER.unpack_from(chunk)
                 if not count and len(chunk) == _HEADER.size + size:
-                    try:
-                        return kind, tag, pickle.loads(memoryview(chunk)[_HEADER.size:])
-                    except Exception as exc:  # noqa: BLE001 - consumed: the pipe goes on
-                        raise FrameUndecodable(kind, tag, exc) from exc
+                    return _decoded(kind, tag, memoryview(chunk)[_HEADER.size:], None)
             self._pending += chunk
         self._fill(_HEADER.size)
         kind, tag, size, count = _HEADER.unpack_from(self._pending)
-        end = _HEADER.size + size
-        if not count and len(self._pending) >= end:  # most frames: all read already
-            data = bytes(self._pending[_HEADER.size:end])
-            del self._pending[:end]
-            buffers = None
-        else:
-            del self._pending[:_HEADER.size]
-            lengths = []
-            if count:
-                self._fill(_LENGTH.size * count)
-                raw = self._take(_LENGTH.size * count)
-                lengths = [_LENGTH.unpack_from(raw, i * _LENGTH.size)[0] for i in range(count)]
-            data = self._take(size)
-            buffers = [memoryview(self._take(n)).toreadonly() for n in lengths]
-        try:
-            return kind, tag, pickle.loads(data, buffers=buffers) if buffers else pickle.loads(data)
-        except Exception as exc:  # noqa: BLE001 - the frame is consumed: the pipe goes on
-            raise FrameUndecodable(kind, tag, exc) from exc
+        del self._pending[:_HEADER.size]
+        lengths = []
+        if count:
+            self._fill(_LENGTH.size * count)
+            raw = self._take(_LENGTH.size * count)
+            lengths = [_LENGTH.unpack_from(raw, i * _LENGTH.size)[0] for i in range(count)]
+        data = self._take(size)
+        return _decoded(kind, tag, data, [memoryview(self._take(n)).toreadonly() for n in lengths])
 
     def close(self):
         """Close this end (idempotent); the writer's next write fails."""

@@ -215,15 +215,22 @@ def dumps(value):
     return Serialized(data, buffers, found[0], found[1])
 
 
-def dumps_for_channel(value, buffer_callback):
-    """``value`` pickled as :func:`dumps` pickles it, its out-of-band buffers given to
-    ``buffer_callback`` (pickle's) instead of the store: for a pipe that carries them itself
-    (:mod:`.pipes`). Refs and handles inside travel as escaped ones (kept alive)."""
+def dumps_for_channel(value):
+    """``value`` pickled as :func:`dumps` pickles it, for a pipe that carries its buffers itself
+    (:mod:`.pipes`): ``(pickle bytes, [raw out-of-band buffers])``, the buffers views of the
+    value's own memory (no copy). Refs and handles inside travel as escaped ones (kept alive).
+    Raises what pickling raises."""
     if _is_plain(value):
-        return pickle.dumps(value, protocol=5)
+        return pickle.dumps(value, protocol=5), ()
     if not _LATE_REDUCERS:
         _torch_reducers()
-    return _cloudpickle_dumps(value, buffer_callback)
+    buffers = []
+
+    def out_of_band(buf):
+        buffers.append(buf.raw())
+        return False
+
+    return _cloudpickle_dumps(value, out_of_band), buffers
 
 
 def dumps_error(core_error):

@@ -181,7 +181,7 @@ class GraphChannels:
                 if not entry[2]:
                     del self._results[key]
         if failure is not None:
-            self._raise(failure)
+            raise failure
         if entry[0] == FAILURE_FRAME:
             with translated:
                 raise entry[1]
@@ -223,10 +223,6 @@ class GraphChannels:
             if self._failure is None:
                 self._failure = failure
             self._changed.notify_all()
-
-    @staticmethod
-    def _raise(failure):
-        raise failure
 
     # -- the end -----------------------------------------------------------------------------
     def teardown(self, timeout):

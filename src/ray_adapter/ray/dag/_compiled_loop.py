@@ -18,7 +18,7 @@ compiled-graph loop it runs beside the actor's other calls, which keep working m
 import inspect
 import threading
 
-from ray_adapter.core import pipes, serialization
+from ray_adapter.core import pipes, serialization, shm
 from ray_adapter.core.execution import actor_method, task_failure
 from ray_adapter.ray.dag._compiled_plan import ATTRIBUTE, CONST, INPUT, NODE
 
@@ -40,7 +40,7 @@ def failure_parts(error):
     """The frame parts of a core error (a user exception that cannot travel replaced by its
     text, as on the classic path)."""
     ser = serialization.dumps_error(error)
-    return ser.data, [serialization.shm.as_buffer(b) for b in ser.buffers]
+    return ser.data, [shm.as_buffer(b) for b in ser.buffers]
 
 
 def _unsupported(method):
@@ -187,7 +187,7 @@ class _ActorLoop:
             kind, parts = FAILURE_FRAME, failure_parts(value.error)
         else:
             try:
-                kind, parts = RESULT_FRAME, pipes.encode_fast(value)
+                kind, parts = RESULT_FRAME, pipes.encode(value)
             except Exception as exc:  # noqa: BLE001 - a result that does not pickle
                 kind, parts = FAILURE_FRAME, failure_parts(task_failure(exc, self._name))
         for writer in writers:

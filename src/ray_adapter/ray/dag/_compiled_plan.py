@@ -15,7 +15,7 @@ compiler has refused before (as Ray's does).
 """
 from ray_adapter.ray._private.object_refs import ObjectRef
 from ray_adapter.ray.dag.constants import PARENT_CLASS_NODE_KEY
-from ray_adapter.ray.dag._graph_values import is_node, walk
+from ray_adapter.ray.dag._graph_values import is_node, topological, walk
 
 #: Argument sources: ``(CONST, value)``, ``(INPUT,)``, ``(ATTRIBUTE, key, accessor)``,
 #: ``(NODE, index)``.
@@ -70,22 +70,6 @@ class GraphPlan:
         return sorted(names, key=repr)
 
 
-def _topological(root):
-    """The graph's nodes, each after the nodes it takes (iterative post-order)."""
-    order, done, stack = [], set(), [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if id(node) in done:
-            continue
-        if expanded:
-            done.add(id(node))
-            order.append(node)
-            continue
-        stack.append((node, True))
-        stack.extend((child, False) for child in reversed(node._children()) if id(child) not in done)
-    return order
-
-
 def _source(value, index_of):
     """The source of one bound argument, or None when the plan cannot carry it."""
     if is_node(value):
@@ -108,7 +92,7 @@ def _source(value, index_of):
 def plan_graph(root):
     """The :class:`GraphPlan` of a graph that ``build_compiled_dag`` checked, or None when
     the channel path cannot carry it (see the module's docstring)."""
-    order = _topological(root)
+    order = topological(root)
     methods = [node for node in order if node._compile_role == "method"]
     index_of = {id(node): i for i, node in enumerate(methods)}
     owner = {}

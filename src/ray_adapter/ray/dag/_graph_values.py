@@ -1,7 +1,7 @@
 """What a graph's bound arguments and input hold, below every node module (the compiler of
 compiled graphs and the actors' loops use it without importing a node class): whether a value
-is a DAG node, the nodes inside a value, and what an InputNode and its parts stand for in one
-execution."""
+is a DAG node, the nodes inside a value, a graph's nodes in the order they run, and what an
+InputNode and its parts stand for in one execution."""
 
 _KEY_ERROR = "Please only use int index or str as first-level key to access fields of dag input."
 
@@ -61,3 +61,20 @@ def walk(value, found):
             stack.extend(reversed(list(item)))
         elif isinstance(item, dict):
             stack.extend(reversed(list(item.values())))
+
+
+def topological(root):
+    """The nodes of the graph ending at ``root``, each once and after the nodes it takes, in
+    binding order (an iterative post-order: long chains need no deep recursion)."""
+    order, done, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done:
+            continue
+        if expanded:
+            done.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(node._children()) if id(child) not in done)
+    return order

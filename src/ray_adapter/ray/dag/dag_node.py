@@ -13,7 +13,7 @@ import uuid
 import warnings
 
 from ray_adapter import gaps
-from ray_adapter.ray.dag._graph_values import walk
+from ray_adapter.ray.dag._graph_values import topological, walk
 
 
 class RayDeprecationWarning(DeprecationWarning):
@@ -94,16 +94,7 @@ class DAGNode:
     def _run(self, user_args, user_kwargs):
         """Run the graph ending here, children first, each node once; returns its result."""
         results = {}
-        stack = [(self, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if id(node) in results:
-                continue
-            if not expanded:
-                stack.append((node, True))
-                stack.extend((child, False) for child in reversed(node._children())
-                             if id(child) not in results)
-                continue
+        for node in topological(self):
             args = _replace(list(node._bound_args), results)
             kwargs = _replace(node._bound_kwargs, results)
             other = _replace(node._bound_other_args_to_resolve, results)
