@@ -51,29 +51,10 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
             if earlier is not root:
                 raise ValueError("The DAG was compiled more than once. The following two nodes "
                                  f"call `experimental_compile`: (1) {earlier}, (2) {root}")
+    for node in nodes:  # as Ray's traversal, before the rest of its checks
+        _refuse_nested_nodes(node)
+    direct, expected, keywords = _input_parts(nodes)
     has_input = False
-    direct, positional, keywords = None, set(), set()
-    for node in nodes:
-        for arg in node.get_args():
-            nested = []
-            if not is_node(arg):
-                walk(arg, nested)
-            if nested:
-                raise ValueError(
-                    f"Found {len(nested)} DAGNodes from the arg {arg} in {node}. Please ensure that "
-                    "the argument is a single DAGNode and that a DAGNode is not allowed to be placed "
-                    "inside any type of container.")
-        for arg in list(node.get_args()) + list(node.get_kwargs().values()):
-            role = getattr(arg, "_compile_role", None) if is_node(arg) else None
-            if role in ("input", "input_attribute"):
-                this_direct = role == "input"
-                if direct is not None and direct != this_direct:
-                    raise ValueError("All tasks must either use InputNode() directly, or they "
-                                     "must index to specific args or kwargs.")
-                direct = this_direct
-                if not this_direct:
-                    key = arg.get_other_args_to_resolve()["key"]
-                    (positional if isinstance(key, int) else keywords).add(key)
     for node in nodes:
         role = node._compile_role
         if role == "function":
@@ -99,9 +80,41 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
     outputs = root.get_args() if root._compile_role == "outputs" else [root]
     if any(getattr(out, "_compile_role", None) != "method" for out in outputs):
         raise AssertionError  # Ray's compiler asserts that every output is a task
+    return CompiledDAG(root, enable_asyncio, max_inflight_executions, inputs=(direct, expected, keywords))
+
+
+def _refuse_nested_nodes(node):
+    """Ray's refusal of a DAG node inside an argument's container."""
+    for arg in node.get_args():
+        nested = []
+        if not is_node(arg):
+            walk(arg, nested)
+        if nested:
+            raise ValueError(
+                f"Found {len(nested)} DAGNodes from the arg {arg} in {node}. Please ensure that "
+                "the argument is a single DAGNode and that a DAGNode is not allowed to be placed "
+                "inside any type of container.")
+
+
+def _input_parts(nodes):
+    """What ``execute`` must be given, as Ray's compiler reads it from the InputNode's uses:
+    ``(InputNode used directly?, positional arguments, keyword names needed)``. Raises
+    ValueError for a graph that uses it both directly and by parts."""
+    direct, positional, keywords = None, set(), set()
+    for node in nodes:
+        for arg in list(node.get_args()) + list(node.get_kwargs().values()):
+            role = arg._compile_role if is_node(arg) else None
+            if role not in ("input", "input_attribute"):
+                continue
+            if direct is not None and direct != (role == "input"):
+                raise ValueError("All tasks must either use InputNode() directly, or they must "
+                                 "index to specific args or kwargs.")
+            direct = role == "input"
+            if not direct:
+                key = arg.get_other_args_to_resolve()["key"]
+                (positional if isinstance(key, int) else keywords).add(key)
     expected = 1 if direct else (max(positional) + 1 if positional else 0)
-    return CompiledDAG(root, enable_asyncio, max_inflight_executions,
-                       inputs=(bool(direct), expected, tuple(sorted(keywords))))
+    return bool(direct), expected, tuple(sorted(keywords))
 
 
 class CompiledDAG:
