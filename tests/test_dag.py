@@ -181,9 +181,14 @@ def _wait_for(predicate, seconds=30):
         time.sleep(0.05)
 
 
-def test_compiled_graph_runs_on_pipes_and_leaves_nothing(ray, dag):
-    import glob
+def test_compiled_graph_runs_on_pipes_and_leaves_nothing(ray, dag, monkeypatch):
+    import os
     import tempfile
+
+    # The directories this graph's compile makes, by name: other processes (CI runs two suites at
+    # once) make and remove their own in the same temporary directory meanwhile.
+    made, mkdtemp = [], tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k)) or made[-1])
 
     @ray.remote
     class Stage:
@@ -191,11 +196,11 @@ def test_compiled_graph_runs_on_pipes_and_leaves_nothing(ray, dag):
             return (x, "seen")
 
     a, b = Stage.remote(), Stage.remote()
-    before = set(glob.glob(tempfile.gettempdir() + "/ray-adapter-cg-*"))
     with dag.InputNode() as inp:
         compiled = b.f.bind(a.f.bind(inp)).experimental_compile()
     assert compiled._channels is not None  # the pipes carry it, not the classic path
-    assert set(glob.glob(tempfile.gettempdir() + "/ray-adapter-cg-*")) == before  # FIFOs removed once open
+    ours = [path for path in made if os.path.basename(path).startswith("ray-adapter-cg-")]
+    assert len(ours) == 1 and not os.path.exists(ours[0])  # FIFOs removed once open
     assert ray.get(compiled.execute(None)) == ((None, "seen"), "seen")  # None is an input like any
     assert [ray.get(compiled.execute(i))[0][0] for i in range(50)] == list(range(50))
     assert _loop_threads(ray, a, b) == 2
