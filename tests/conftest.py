@@ -6,12 +6,20 @@ interpreters in subprocesses with ``RAY_BACKEND=yuanrong`` (never mutating this 
 ``sys.meta_path``).
 """
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
 import pytest
+
+# Every runtime started by this run (in-process, in subprocesses, by `ray start`) registers in
+# a registry directory of this run's own, so that `ray.init("auto")` and a plain `ray.init()`
+# never find another run's runtime (CI runs two suites at once) or a head a developer started.
+_REGISTRY = tempfile.mkdtemp(prefix="ray-adapter-tests-")
+os.environ["RAY_TMPDIR"] = _REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = REPO / "tests" / "programs"
@@ -110,6 +118,13 @@ def _yr_available():
 # The conformance suite: every test taking the ``ray`` or ``ray_module`` fixture runs on each
 # backend. "yr-local" is the yuanrong backend on yr's local mode (RAY_ADAPTER_RUNTIME=yr-local).
 BACKENDS = ["embedded", "yr-local"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from ray_adapter import core
+
+    core.stop_heads(force=True)  # what a failed test of `ray start` left
+    shutil.rmtree(_REGISTRY, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -92,6 +92,7 @@ class ActorDeath(str, enum.Enum):
 
     KILLED = "killed"                  # ray.kill
     OUT_OF_SCOPE = "out_of_scope"      # every handle was dropped
+    OWNER_DIED = "owner_died"          # the driver of its job ended (not detached)
     EXITED = "exited"                  # exit_actor()
     CRASHED = "crashed"                # its process died and no restart was left
     CREATION_FAILED = "creation_failed"  # its constructor raised (creation_error)

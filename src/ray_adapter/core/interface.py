@@ -76,6 +76,7 @@ class ActorOptions:
     concurrency_groups: Dict[str, int] = field(default_factory=dict)  # {group: max concurrent calls}
     max_pending_calls: int = -1     # calls a caller may have unfinished at once; -1 = no limit
     generator_backpressure: int = -1  # unconsumed stream items of all its calls before they pause
+    owner_job: Optional[bytes] = None  # the attached driver's job it ends with (None: the runtime's)
 
 
 @dataclass
@@ -104,6 +105,13 @@ class InitOptions:
     #: report) -- task failures and worker deaths only (``errors.reported_when_unread``).
     #: Runs on a thread of the core's, never under a lock of the core's; None: no report.
     on_unhandled_error: Optional[Callable[[BaseException], None]] = None
+    #: A runtime to attach to instead of starting one (the record ``core.find_runtime``
+    #: gave: another process's runtime on this machine); the driver gets a job of its own there.
+    attach: Optional[dict] = None
+    #: Start a headless runtime (``ray start --head``): no driver of its own; drivers attach
+    #: to ``127.0.0.1:<head_port>`` (the address ``ray.init()`` finds), and ``ray.init()``
+    #: with no address attaches to it.
+    head_port: Optional[int] = None
 
 
 @dataclass

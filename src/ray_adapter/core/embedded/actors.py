@@ -375,6 +375,17 @@ class ActorManager:
         with self._lock:
             self._actors.pop(actor.actor_id, None)
 
+    def end_job(self, job_id):
+        """The driver of attached job ``job_id`` ended: the non-detached actors it created die
+        with it (``OWNER_DIED``), their processes killed, as Ray ends a job's actors."""
+        with self._lock:
+            owned = [a for a in self._actors.values()
+                     if a.options.owner_job == job_id and not a.options.detached
+                     and a.state is not ActorState.DEAD]
+        for actor in owned:
+            self.kill(actor.actor_id, True, errors.ActorDied(
+                actor.actor_id, errors.ActorDeath.OWNER_DIED, actor.options.class_name))
+
     # -- lookups -----------------------------------------------------------------------------
     def get(self, actor_id):
         return self._actors.get(actor_id)

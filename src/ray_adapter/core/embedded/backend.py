@@ -16,6 +16,7 @@ import atexit
 import dataclasses
 import os
 import pickle
+import shutil
 import time
 import uuid
 
@@ -24,8 +25,11 @@ import msgspec
 from ray_adapter.core import errors, ids, relays, serialization, shm
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actors import ActorManager
+from ray_adapter.core.embedded import local_runtimes
 from ray_adapter.core.embedded.arena import Arena
+from ray_adapter.core.embedded.attach_server import AttachServer
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
+from ray_adapter.core.embedded.drivers import AttachedDrivers, is_driver
 from ray_adapter.core.embedded.nodes import Nodes, describe_all, make_head
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
@@ -84,7 +88,9 @@ class EmbeddedBackend(RuntimeCore):
         self.ids = ids.IdFactory(self.job_id)
         node = make_head(options)
         self.node_id, self.head_ip, self._pid = node.node_id, node.ip, os.getpid()
-        self.address = f"embedded://{self.head_ip}:{self._pid}"
+        self.headless = options.head_port is not None
+        self.address = (f"{self.head_ip}:{options.head_port}" if self.headless
+                        else f"embedded://{self.head_ip}:{self._pid}")
         self.driver_task_id = self.ids.task()
         self.driver_worker_id = ids.random_id(ids.WORKER_ID_SIZE)
         self.namespace = options.namespace or str(uuid.uuid4())
@@ -132,9 +138,14 @@ class EmbeddedBackend(RuntimeCore):
                                     scheduler=self.scheduler, events=self.events,
                                     groups=self.groups, actors=self.actors, pool=self.pool)
         self.service = DriverService(self)
+        self.drivers = AttachedDrivers(pool=self.pool, node=node, envs=self.envs, actors=self.actors,
+                                       groups=self.groups, arena=self.arena, address=self.address,
+                                       first_job=1 if self.headless else 2)
         self._handlers = self._message_handlers()
         self._started = True
         _running.add(self)  # stopped at exit (one atexit handler for every session)
+        self._attach = None
+        self._attach = self._listen_for_drivers(options)
         # Pre-start one worker per CPU off the caller's path, as Ray pre-starts workers.
         cpus = node.resources.total_dict().get("CPU", 1)
         self.pool.prestart(node, max(2, min(int(cpus), 8)))
@@ -142,6 +153,41 @@ class EmbeddedBackend(RuntimeCore):
             self.nodes_added.add(spec)
         return {"address": self.address, "node_id": self.node_id.hex(),
                 "node_ip_address": self.head_ip, "metrics_export_port": self.metrics.port}
+
+    def _listen_for_drivers(self, options):
+        """Make this runtime attachable (:mod:`.local_runtimes`, :mod:`.attach_server`); None
+        when it cannot be (no private registry directory here: then only a headless runtime
+        fails, with the reason)."""
+        directory = server = None
+        try:
+            directory = local_runtimes.runtime_dir(self._pid)
+            server = AttachServer(directory=directory, on_driver=self.drivers.accept)
+            server.start()
+            record = {"address": self.address, "socket": server.path, "pid": self._pid,
+                      "dir": directory, "version": protocol.VERSION, "node_id": self.node_id.hex(),
+                      "started_by": "ray start" if self.headless else "ray.init",
+                      "start_time": self.start_time}
+            local_runtimes.register(record)
+            if self.headless:
+                local_runtimes.set_current(record)
+            return server, directory
+        except OSError:
+            if server is not None:
+                server.close()
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+            if self.headless:
+                self._stop(grace=0.1)
+                raise
+            return None
+
+    def _stop_listening(self):
+        attach, self._attach = self._attach, None
+        if attach is not None:
+            server, directory = attach
+            server.close()
+            local_runtimes.unregister(self._pid)
+            shutil.rmtree(directory, ignore_errors=True)
 
     def shutdown(self):
         self._stop(grace=1.0)
@@ -168,6 +214,7 @@ class EmbeddedBackend(RuntimeCore):
             return
         self._started = False
         _running.discard(self)
+        self._stop_listening()
         self._releases.close()
         self.timers.close()
         self.groups.close()
@@ -191,6 +238,7 @@ class EmbeddedBackend(RuntimeCore):
         s, a = self.service, self.actors
         return {
             protocol.Hello: lambda w, m, b: None,
+            protocol.AttachHello: self.drivers.on_hello,
             protocol.TaskDone: self._on_done,
             protocol.Released: self.tasks.on_released,
             protocol.StreamItem: self.streams.on_item,
@@ -237,6 +285,8 @@ class EmbeddedBackend(RuntimeCore):
         self.actors.on_worker_exit(worker)
         self.actors.scope.worker_gone(worker)
         self.objects.worker_gone(worker)
+        if is_driver(worker):
+            self.drivers.on_exit(worker)
 
     # ================================================================== objects
     def put(self, value):
@@ -395,9 +445,9 @@ class EmbeddedBackend(RuntimeCore):
         self._check_started()
         return self.actors.named(name, namespace if namespace is not None else self.namespace)
 
-    def list_named_actors(self, all_namespaces):
+    def list_named_actors(self, all_namespaces, namespace=None):
         self._check_started()
-        return self.actors.list_named(self.namespace, all_namespaces)
+        return self.actors.list_named(namespace or self.namespace, all_namespaces)
 
     def exit_current_actor(self):
         raise RuntimeError("exit_actor() can only be called inside an actor")
@@ -455,10 +505,11 @@ class EmbeddedBackend(RuntimeCore):
 
     # -- placement groups --------------------------------------------------------------------
     def create_placement_group(self, bundles, strategy, name, lifetime, label_selectors=None,
-                               _creator_actor=None):
+                               _creator_actor=None, namespace=None, owner_job=None):
         self._check_started()
         return self.groups.create(bundles, strategy, name, lifetime, label_selectors,
-                                  creator_actor=_creator_actor)
+                                  namespace=namespace, creator_actor=_creator_actor,
+                                  owner_job=owner_job)
 
     def remove_placement_group(self, placement_group_id):
         self._check_started()

@@ -28,7 +28,7 @@ from ray_adapter.core.execution import wait_seconds
 class GroupRecord:
     __slots__ = ("group_id", "name", "namespace", "bundles", "strategy", "detached", "state",
                  "creator_actor", "created", "placed_at", "attempts", "event", "ready_ids",
-                 "infeasible")
+                 "infeasible", "owner_job")
 
     def __init__(self, group_id, name, namespace, bundles, strategy, detached, creator_actor):
         self.group_id = group_id
@@ -45,6 +45,7 @@ class GroupRecord:
         self.event = threading.Event()
         self.ready_ids = []
         self.infeasible = False
+        self.owner_job = None  # the attached driver's job it ends with (None: the runtime's)
 
 
 class PlacementGroups:
@@ -62,13 +63,15 @@ class PlacementGroups:
 
     # -- creation ----------------------------------------------------------------------------
     def create(self, bundles, strategy, name, lifetime, selectors=None, namespace=None,
-               creator_actor=None):
-        """Create a group; returns its id at once. Raises PlacementGroupNameTaken."""
+               creator_actor=None, owner_job=None):
+        """Create a group; returns its id at once. ``owner_job``: the attached driver's job whose
+        end removes it unless it is detached. Raises PlacementGroupNameTaken."""
         group_id = ids.random_id(ids.PLACEMENT_GROUP_ID_SIZE - ids.JOB_ID_SIZE) + self._job_id
         namespace = namespace if namespace is not None else self._namespace
         amounts = [{k: float(v) for k, v in b.items()} for b in bundles]
         record = GroupRecord(group_id, name or "", namespace, amounts, strategy,
                              lifetime == "detached", creator_actor)
+        record.owner_job = owner_job
         with self._lock:
             if name and (namespace, name) in self._names:
                 raise errors.PlacementGroupNameTaken(group_id, name)
@@ -158,6 +161,14 @@ class PlacementGroups:
         with self._lock:
             owned = [r.group_id for r in self._records.values()
                      if r.creator_actor == actor_id and not r.detached and r.state != "REMOVED"]
+        for group_id in owned:
+            self.remove(group_id)
+
+    def end_job(self, job_id):
+        """The driver of attached job ``job_id`` ended: its non-detached groups go (as in Ray)."""
+        with self._lock:
+            owned = [r.group_id for r in self._records.values()
+                     if r.owner_job == job_id and not r.detached and r.state != "REMOVED"]
         for group_id in owned:
             self.remove(group_id)
 

@@ -50,12 +50,13 @@ class WorkerState(enum.Enum):
     ACTOR = "actor"      # hosting an actor for life
     RETIRED = "retired"  # told to exit
     DEAD = "dead"        # its process is gone
+    DRIVER = "driver"    # not a worker: an attached driver (drivers.DriverPeer)
 
 
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
-                 "followers", "booted", "boot_failure", "__weakref__")
+                 "followers", "booted", "boot_failure", "job_id", "namespace", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -78,6 +79,10 @@ class WorkerHandle:
         self.followers = collections.deque()  # tasks sent behind the running one (task_pipeline)
         self.booted = False         # it said Hello (set by its reader thread)
         self.boot_failure = None    # why a py_executable worker ended before Hello (its reader)
+        # An attached driver's job and namespace (:class:`.drivers.DriverPeer`); a worker's
+        # calls are the runtime's own job's (None).
+        self.job_id = None
+        self.namespace = None
 
     @property
     def alive(self):
@@ -202,6 +207,16 @@ class WorkerPool:
         finally:
             child.close()
         return parent, proc
+
+    def adopt(self, peer):
+        """Read ``peer`` (an attached driver, :class:`.drivers.DriverPeer`) as a worker is
+        read: its messages go to the dispatcher, its end to ``on_exit``. Raises RuntimeError
+        once the pool is shut down."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the runtime is shutting down")
+            self._live.add(peer)
+        start_daemon(self._reader, f"ray-adapter-driver-{peer.pid}", (peer,))
 
     def prestart(self, node, count):
         """Start idle workers until ``node`` has ``count`` (runs in a background thread)."""

@@ -14,14 +14,18 @@ Data flow::
     driver                                              worker
       Init, Function, RunTask, CreateActor,   ------>   (reader thread -> executor)
       CallActor, Cancel, Reply, GetReply,
-      StreamAck, Exit, Release
-      (reader thread per worker)              <------   Hello, TaskDone, Released, StreamItem, ActorReady,
-                                                        ActorFailed, ActorExiting, RefUpdate,
+      StreamAck, Exit, Release, Attached
+      (reader thread per worker)              <------   Hello, AttachHello, TaskDone, Released,
+                                                        StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
                                                         GetReq, WaitReq, StreamNextReq,
                                                         MetricRecord, Relay, and one message
                                                         per query (CancelQuery, StateQuery, ...)
+
+An attached driver (a ``ray.init`` in another process, :mod:`.drivers`) speaks the same
+protocol as a worker's nested calls: it sends :class:`AttachHello` first and gets
+:class:`Attached` (its job), then only requests and reference updates, and gets replies.
 
 Streaming generators: a call run with ``streaming`` sends one :class:`StreamItem` per yielded
 value, in order (an exception the generator raises is its last item, not ok), then its
@@ -40,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 9
+VERSION = 10
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -193,14 +197,41 @@ class Release(_Msg):
     task_id: bytes
 
 
+class Attached(_Msg):
+    """The runtime's answer to an attaching driver's :class:`AttachHello`: the identity it has
+    there (its own job), the runtime's namespace default and address."""
+
+    job_id: bytes
+    node_id: bytes
+    worker_id: bytes
+    namespace: str
+    node_ip: str
+    address: str
+    runtime_env: bytes = b""  # the pickled job runtime env, packaged
+    error: str = ""           # why the driver cannot attach (then nothing else is set)
+
+
 ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply,
-                 StreamAck, Exit, Release]
+                 StreamAck, Exit, Release, Attached]
 
 
 # ==================================================================== worker -> driver
 class Hello(_Msg):
     version: int
     pid: int
+
+
+class AttachHello(_Msg):
+    """The first message of a driver attaching to a running runtime (``ray.init(address=...)``
+    in another process): its protocol version, its namespace (the one it was given, or the
+    random one it made) and its job's runtime env (pickled JSON-like dict, as ``ray.init``
+    checked it)."""
+
+    version: int
+    pid: int
+    namespace: str
+    runtime_env: bytes = b""
+    observer: bool = False  # a tool (``ray status``, ``ray list``): no job of its own
 
 
 class TaskDone(_Msg):
@@ -390,6 +421,7 @@ class GetNamedActorQuery(_Query, kw_only=True):
 
 class ListNamedActorsQuery(_Query, kw_only=True):
     all_namespaces: bool
+    namespace: Optional[str] = None  # None: the asker's job's
 
 
 class NodesQuery(_Query):
@@ -415,6 +447,7 @@ class CreatePlacementGroupQuery(_Query, kw_only=True):
     lifetime: Optional[str]
     label_selectors: Optional[List[Dict[str, str]]]
     creator_actor: Optional[bytes]  # the actor the asking worker hosts (the group dies with it)
+    namespace: Optional[str] = None  # None: the asker's job's
 
 
 class RemovePlacementGroupQuery(_Query, kw_only=True):
@@ -476,7 +509,7 @@ class Relay(_Msg):
     data: msgspec.Raw
 
 
-ToDriver = Union[(Hello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting,
+ToDriver = Union[(Hello, AttachHello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting,
                   RefUpdate, FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq,
                   GetReq, WaitReq, StreamNextReq, MetricRecord, Relay) + QUERIES]
 

@@ -18,26 +18,31 @@ from ray_adapter.core.embedded.task_support import SerializedRetry
 from ray_adapter.core.interface import ActorOptions, SerializedMeta, TaskOptions
 
 #: How the driver answers each query message (``protocol.QUERIES``): the backend call it makes
-#: with the message's fields (``rt`` the backend, ``m`` the message; ``buffers`` the frame's).
+#: with the message's fields (``rt`` the backend, ``w`` the asking worker or attached driver,
+#: ``m`` the message, ``b`` the frame's buffers). A name looked up or made without a namespace
+#: is in the asker's job's (``w.namespace``; None: the runtime's own job's).
 ANSWERS = {
-    protocol.CancelQuery: lambda rt, m, b: rt.cancel(m.object_id, m.force, m.recursive),
-    protocol.KillActorQuery: lambda rt, m, b: rt.kill_actor(m.actor_id, m.no_restart),
-    protocol.GetNamedActorQuery: lambda rt, m, b: rt.get_named_actor(m.name, m.namespace),
-    protocol.ListNamedActorsQuery: lambda rt, m, b: rt.list_named_actors(m.all_namespaces),
-    protocol.NodesQuery: lambda rt, m, b: rt.nodes(),
-    protocol.ClusterResourcesQuery: lambda rt, m, b: rt.cluster_resources(),
-    protocol.AvailableResourcesQuery: lambda rt, m, b: rt.available_resources(),
-    protocol.ResourcesPerNodeQuery: lambda rt, m, b: rt.resources_per_node(m.which),
-    protocol.CreatePlacementGroupQuery: lambda rt, m, b: rt.create_placement_group(
-        m.bundles, m.strategy, m.name, m.lifetime, m.label_selectors, m.creator_actor),
-    protocol.RemovePlacementGroupQuery: lambda rt, m, b: rt.remove_placement_group(m.placement_group_id),
-    protocol.PlacementGroupTableQuery: lambda rt, m, b: rt.placement_group_table(m.placement_group_id),
-    protocol.PlacementGroupReadyQuery: lambda rt, m, b: rt.placement_group_ready_serialized(
+    protocol.CancelQuery: lambda rt, w, m, b: rt.cancel(m.object_id, m.force, m.recursive),
+    protocol.KillActorQuery: lambda rt, w, m, b: rt.kill_actor(m.actor_id, m.no_restart),
+    protocol.GetNamedActorQuery: lambda rt, w, m, b: rt.get_named_actor(
+        m.name, m.namespace if m.namespace is not None else w.namespace),
+    protocol.ListNamedActorsQuery: lambda rt, w, m, b: rt.list_named_actors(
+        m.all_namespaces, m.namespace if m.namespace is not None else w.namespace),
+    protocol.NodesQuery: lambda rt, w, m, b: rt.nodes(),
+    protocol.ClusterResourcesQuery: lambda rt, w, m, b: rt.cluster_resources(),
+    protocol.AvailableResourcesQuery: lambda rt, w, m, b: rt.available_resources(),
+    protocol.ResourcesPerNodeQuery: lambda rt, w, m, b: rt.resources_per_node(m.which),
+    protocol.CreatePlacementGroupQuery: lambda rt, w, m, b: rt.create_placement_group(
+        m.bundles, m.strategy, m.name, m.lifetime, m.label_selectors, m.creator_actor,
+        namespace=m.namespace if m.namespace is not None else w.namespace, owner_job=w.job_id),
+    protocol.RemovePlacementGroupQuery: lambda rt, w, m, b: rt.remove_placement_group(m.placement_group_id),
+    protocol.PlacementGroupTableQuery: lambda rt, w, m, b: rt.placement_group_table(m.placement_group_id),
+    protocol.PlacementGroupReadyQuery: lambda rt, w, m, b: rt.placement_group_ready_serialized(
         m.placement_group_id, from_payload(m.value, b)),
-    protocol.StateQuery: lambda rt, m, b: rt.state(m.kind),
-    protocol.StreamPeekQuery: lambda rt, m, b: rt.stream_peek(m.generator_id),
-    protocol.StreamCloseQuery: lambda rt, m, b: rt.stream_close(m.generator_id),
-    protocol.ObjectStoreStatsQuery: lambda rt, m, b: rt.object_store_stats(),
+    protocol.StateQuery: lambda rt, w, m, b: rt.state(m.kind),
+    protocol.StreamPeekQuery: lambda rt, w, m, b: rt.stream_peek(m.generator_id),
+    protocol.StreamCloseQuery: lambda rt, w, m, b: rt.stream_close(m.generator_id),
+    protocol.ObjectStoreStatsQuery: lambda rt, w, m, b: rt.object_store_stats(),
 }
 
 
@@ -84,7 +89,10 @@ class DriverService:
             is_async=o.is_async, name=o.name, namespace=o.namespace, get_if_exists=o.get_if_exists,
             detached=o.detached, runtime_env=o.runtime_env, scheduling=o.scheduling,
             handle_meta=SerializedMeta(o.handle_meta), concurrency_groups=o.concurrency_groups,
-            max_pending_calls=o.max_pending_calls, generator_backpressure=o.generator_backpressure)
+            max_pending_calls=o.max_pending_calls, generator_backpressure=o.generator_backpressure,
+            owner_job=worker.job_id)
+        if options.namespace is None:
+            options.namespace = worker.namespace
         self._answer(worker, message.req_id, self.rt.create_serialized, message.key, args,
                      message.deps, options, worker.spec)
 
@@ -133,12 +141,12 @@ class DriverService:
         answer = ANSWERS[type(message)]
         if not message.req_id:
             try:
-                answer(self.rt, message, buffers)
+                answer(self.rt, worker, message, buffers)
             except errors.CoreError:
                 pass  # nobody waits for it (a stream closed after shutdown began)
             return
         # placement_group_ready makes an object whose one reference is the worker's
-        self._answer(worker, message.req_id, answer, self.rt, message, buffers,
+        self._answer(worker, message.req_id, answer, self.rt, worker, message, buffers,
                      lent=type(message) is protocol.PlacementGroupReadyQuery)
 
     def _answer(self, worker, req_id, fn, *args, lent=False):

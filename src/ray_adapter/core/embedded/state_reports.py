@@ -70,7 +70,8 @@ class StateReports:
             death = actor.death
             out.append({
                 "actor_id": actor.actor_id.hex(), "class_name": o.class_name,
-                "state": actor.state.value, "job_id": self.job_id.hex(), "name": o.name or "",
+                "state": actor.state.value,
+                "job_id": (o.owner_job or self.job_id).hex(), "name": o.name or "",
                 "node_id": worker.node.hex if worker is not None else None,
                 "pid": worker.pid if worker is not None else None,
                 "ray_namespace": o.namespace, "serialized_runtime_env": None,
@@ -89,6 +90,7 @@ class StateReports:
                 "exit_detail": None}]
         for w in self.pool.live_workers():
             out.append({"worker_id": w.worker_id.hex(), "is_alive": w.state is not WorkerState.DEAD,
-                        "worker_type": "WORKER", "exit_type": None, "node_id": w.node.hex,
+                        "worker_type": "DRIVER" if w.state is WorkerState.DRIVER else "WORKER",
+                        "exit_type": None, "node_id": w.node.hex,
                         "ip": w.node.ip, "pid": w.pid, "exit_detail": None})
         return out

@@ -66,6 +66,9 @@ class WorkerCore(RuntimeCore):
         self._ref_lock = threading.Lock()  # guards both counts and the order of their messages
         self._obj_counts = {}     # object id -> ObjectRefs to it in this process
         self._handle_counts = {}  # actor id -> handles to it in this process
+        # Set once the connection is over for good (an attached driver's runtime ended, see
+        # attached.py): a request then raises it instead of waiting for a reply that never comes.
+        self._gone = None
         start_daemon(self.ref_loop, "ray-adapter-refs")
 
     # -- request / reply ---------------------------------------------------------------------
@@ -83,6 +86,8 @@ class WorkerCore(RuntimeCore):
         except BaseException:
             self._pending.pop(req_id, None)
             raise
+        if self._gone is not None and self._pending.pop(req_id, None) is not None:
+            raise self._gone  # the end's pass over the pending requests may have missed this one
         if callback is not None:
             return None
         slot.event.wait()

@@ -16,6 +16,8 @@ from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
 _ACTOR_DEATH_TEXT = {
     ActorDeath.KILLED: "The actor is dead because it was killed by `ray.kill`.",
     ActorDeath.OUT_OF_SCOPE: "The actor is dead because all references to the actor were removed.",
+    ActorDeath.OWNER_DIED: ("The actor is dead because its owner has died: the driver of its job "
+                            "ended, and a non-detached actor ends with it."),
     ActorDeath.EXITED: ("The actor is dead because its worker process has died. Worker exit type: "
                         "INTENDED_USER_EXIT Worker exit detail: the actor called exit_actor(); "
                         "it exits with code 0."),

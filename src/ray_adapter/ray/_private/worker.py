@@ -93,6 +93,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         cgroup_path=cgroup_path, system_reserved_cpu=system_reserved_cpu,
         system_reserved_memory=system_reserved_memory, proxy_server_url=proxy_server_url,
         **kwargs).items() if v is not None}
+    # The `ray` command's status and list attach as an observer (no job of their own); not Ray's.
+    observer = bool(given.pop("_ray_adapter_observer", None))
 
     def make_options():  # after the re-init check, under the session's lock, as in Ray
         nonlocal address, object_store_memory, num_cpus, num_gpus, resources
@@ -105,11 +107,15 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
                                  _system_config=kwargs.get("_system_config") or None)
         if cluster is not None:
             address = given["address"] = None
+        attach = None if cluster is not None else _running_runtime(
+            address, num_cpus, num_gpus, resources=resources, labels=labels,
+            object_store_memory=object_store_memory)
         if isinstance(object_store_memory, float) and object_store_memory.is_integer():
             # Ray's init takes a float byte count (object_store_memory=700e6, as Ray's tests do).
             object_store_memory = given["object_store_memory"] = int(object_store_memory)
         _options.check("init", given)
-        _check_address(address)
+        if attach is None:
+            _check_address(address)
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise TypeError("namespace must be None or a non-empty string.")
         for key, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus), ("resources", resources),
@@ -127,7 +133,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             log_to_driver=True if log_to_driver is None else bool(log_to_driver),
             address=None if address in (None, "local", "auto") else address,
             labels=dict(labels or {}), metrics_export_port=_metrics_port_option(kwargs),
-            on_unhandled_error=_report_unhandled_error)
+            on_unhandled_error=_report_unhandled_error, attach=attach)
+        if attach is not None:
+            opts.address = None
+            if observer:
+                opts.attach = dict(attach, observer=True)
         if cluster is not None:
             head, opts.nodes = cluster
             opts.num_cpus, opts.num_gpus, opts.memory = head.num_cpus, head.num_gpus, head.memory
@@ -176,14 +186,42 @@ def _cluster_nodes(address, num_cpus, num_gpus, **node_options):
     found = _local_clusters.init_options_for(address)
     if found is None:
         return None
+    _refuse_node_options(num_cpus, num_gpus, node_options)
+    if _core.select_backend(None) != "embedded":
+        raise gaps.attribute_gap_error("ray.cluster_utils", "Cluster")
+    return found
+
+
+def _refuse_node_options(num_cpus, num_gpus, node_options):
+    """As Ray: what describes a node to start is a ValueError when joining a running one."""
     if num_cpus is not None or num_gpus is not None:
         raise ValueError("When connecting to an existing cluster, num_cpus and num_gpus must "
                          "not be provided.")
     for name, value in node_options.items():
         if value is not None:
             raise ValueError(f"When connecting to an existing cluster, {name} must not be provided.")
-    if _core.select_backend(None) != "embedded":
-        raise gaps.attribute_gap_error("ray.cluster_utils", "Cluster")
+
+
+def _running_runtime(address, num_cpus, num_gpus, **node_options):
+    """The runtime of this machine ``ray.init(address)`` attaches to, as Ray finds one (see
+    ``core.find_runtime``), or None. Only the embedded runtime is attachable: with
+    ``RAY_ADAPTER_RUNTIME=yr-local`` an ``"auto"`` address is a ConnectionError saying so (a
+    yr local-mode runtime lives in its driver's process); a Yuanrong cluster
+    (``YR_SERVER_ADDRESS``) is reached by the yuanrong backend."""
+    backend = _core.select_backend(None)
+    if backend != "embedded":
+        if address == "auto" and os.environ.get("RAY_ADAPTER_RUNTIME", "").strip().lower() == "yr-local":
+            raise ConnectionError(
+                "Could not find any running Ray instance: RAY_ADAPTER_RUNTIME=yr-local runs yr's "
+                "local mode inside the driver's process, which no other driver can attach to. "
+                "Start one with `ray start --head` (the embedded runtime) and unset "
+                "RAY_ADAPTER_RUNTIME, or give a Yuanrong cluster's address.")
+        return None
+    if address is not None and address.startswith("ray://"):
+        return None
+    found = _core.find_runtime(address)
+    if found is not None:
+        _refuse_node_options(num_cpus, num_gpus, node_options)
     return found
 
 

@@ -1,7 +1,10 @@
 """``ray.scripts.scripts``: the module of Ray's ``ray`` command. Programs import
-:func:`memory_summary` from it at module top level; the CLI commands themselves are gaps (see
+:func:`memory_summary` from it at module top level; :func:`main` is the ``ray`` command itself
+(``ray start --head``, ``ray stop``, ``ray status``, ``ray list ...``), which real Ray's own
+console script calls too when the adapter serves ``ray``. The rest of the module is a gap (see
 ``compat_matrix/ray.scripts.scripts.toml``)."""
 from ray_adapter import gaps
+from ray_adapter.ray.scripts._cli import main
 
 _NO_TABLE = ("(ray-adapter: the per-object table of `ray memory` is not provided; "
              "the aggregate object store stats follow)\n")

@@ -1,0 +1,179 @@
+"""The runtime core of a driver attached to another process's runtime on this machine.
+
+``ray.init(address="auto")`` (or ``RAY_ADDRESS``, or a plain ``ray.init()`` while a
+``ray start --head`` runtime runs) connects to that runtime's attach socket
+(:mod:`.attach_server`) instead of starting a runtime. The driver then is, to the runtime, a
+peer that speaks what a worker's nested calls speak (:mod:`.drivers`): this core *is* a
+:class:`~.worker_core.WorkerCore` (requests, reference counting, borrows) over that
+connection, with the driver's own identity (its job, namespace and runtime env, from
+:class:`protocol.Attached`).
+
+The runtime gone (its process ended or was killed): the connection ends, every request
+waiting fails, and every later call raises at once, with
+:class:`~ray_adapter.core.errors.NotInitialized` saying which runtime ended (Ray's driver
+gets a ``RaySystemError`` too); nothing hangs. ``shutdown`` closes the connection, and the
+runtime ends this driver's job (its non-detached actors and placement groups).
+
+Thread-safety: one reader thread (``ray-adapter-attached``) reads the connection and hands
+replies to :meth:`WorkerCore.on_reply`; ``_gone`` is set once, by whichever of it and
+``shutdown`` sees the end first, before the waiting requests are failed.
+"""
+import os
+import pickle
+import socket
+import threading
+import uuid
+
+from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.arena import WorkerCodec
+from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.protocol import to_payload
+from ray_adapter.core.embedded.worker_core import WorkerCore
+from ray_adapter.core.interface import CallContext
+from ray_adapter.core.threads import start_daemon
+
+
+class _Link:
+    """The driver's end of its connection, as :class:`WorkerCore` uses a worker: ``send``,
+    ``post``, ``channel`` and the identity fields (``Attached``)."""
+
+    forked_child = False      # a driver is never a fork of a worker
+    actor_id = None           # nor an actor
+    assignment = None
+    exit_actor_after_call = False
+
+    def __init__(self, sock):
+        self.channel = Channel(sock)
+        self.job_id = self.node_id = self.worker_id = None
+        self.namespace = self.node_ip = self.address = ""
+        self.runtime_env = {}
+
+    def send(self, message, buffers=()):
+        self.channel.send(protocol.encode(message), buffers)
+
+    def post(self, message, buffers=()):
+        self.channel.post(protocol.encode(message), buffers)
+
+
+class _Failure:
+    """What a request waiting when the runtime went gets in place of its reply: read as a
+    failed :class:`protocol.Reply` and as a :class:`protocol.GetReply` with an error."""
+
+    ok = False
+    values = ()
+
+    def __init__(self, payload):
+        self.value = self.error = payload
+
+
+class AttachedCore(WorkerCore):
+    """The core of a driver attached to a runtime another process started (see the module's
+    notes). ``start(options)`` connects to ``options.attach`` (a :mod:`.local_runtimes`
+    record); raises ``ConnectionError`` when that runtime cannot be reached."""
+
+    backend_name = "embedded"
+
+    def __init__(self):  # WorkerCore's own set-up runs once connected (start)
+        self._gone = None
+        self._reader = None
+        self._task_id = None
+
+    def start(self, options):
+        record = options.attach
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            sock.connect(record["socket"])
+        except OSError as exc:
+            sock.close()
+            raise ConnectionError(f"Could not connect to the Ray runtime at {record['address']} "
+                                  f"({record['socket']}): {exc}. Is it still running "
+                                  "(`ray status`)?") from None
+        link = _Link(sock)
+        WorkerCore.__init__(self, link)
+        link.channel.codec = WorkerCodec(self.block_released)
+        namespace = options.namespace or str(uuid.uuid4())
+        try:
+            link.send(protocol.AttachHello(protocol.VERSION, os.getpid(), namespace,
+                                           pickle.dumps(options.runtime_env or {}),
+                                           bool(record.get("observer"))))
+            body, _ = link.channel.recv()
+            answer = protocol.worker_decoder.decode(body)
+        except ChannelClosed:
+            link.channel.close()
+            raise ConnectionError(f"The Ray runtime at {record['address']} closed the connection "
+                                  "before the driver could attach (it may be shutting down).") from None
+        if type(answer) is not protocol.Attached or answer.error:
+            link.channel.close()
+            why = answer.error if type(answer) is protocol.Attached else "an unexpected answer"
+            raise ConnectionError(f"Could not attach to the Ray runtime at {record['address']}: {why}")
+        link.job_id, link.node_id, link.worker_id = answer.job_id, answer.node_id, answer.worker_id
+        link.namespace, link.node_ip, link.address = answer.namespace, answer.node_ip, answer.address
+        link.runtime_env = pickle.loads(answer.runtime_env) if answer.runtime_env else {}
+        self._task_id = ids.random_id(ids.TASK_ID_SIZE - ids.JOB_ID_SIZE) + answer.job_id
+        self._reader = start_daemon(self._read, "ray-adapter-attached")
+        return {"address": answer.address, "node_id": answer.node_id.hex(),
+                "node_ip_address": answer.node_ip, "metrics_export_port": None}
+
+    # -- the connection ----------------------------------------------------------------------
+    def _read(self):
+        link = self._worker
+        decode = protocol.worker_decoder.decode
+        try:
+            while True:
+                body, buffers = link.channel.recv()
+                message = decode(body)
+                kind = type(message)
+                if kind is protocol.Reply or kind is protocol.GetReply:
+                    self.on_reply(message, buffers)
+                elif kind is protocol.Exit:
+                    break
+                del message, body, buffers
+        except ChannelClosed:
+            pass
+        self._end(f"the Ray runtime this driver attached to ({link.address}) has ended: its "
+                  "process exited or was killed. Call ray.shutdown(), then ray.init() to start "
+                  "or attach to another.")
+
+    def _end(self, why):
+        """The connection is over: later calls raise ``why``; the waiting ones fail now
+        (``_gone`` is set before the pass, so a request registered after it sees it:
+        ``WorkerCore._call``)."""
+        if self._gone is not None:
+            return
+        self._gone = errors.NotInitialized(why)
+        self._worker.channel.close()
+        buffers = []
+        payload = to_payload(serialization.dumps(self._gone), buffers)
+        for req_id in list(self._pending):
+            slot = self._pending.pop(req_id, None)
+            if slot is None:
+                continue
+            if slot.callback is not None:
+                slot.callback(_Failure(payload), buffers)
+            else:
+                slot.message, slot.buffers = _Failure(payload), buffers
+                slot.event.set()
+
+    def _call(self, build, callback=None):
+        if self._gone is not None:
+            raise self._gone
+        return WorkerCore._call(self, build, callback)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def shutdown(self):
+        """Detach: the runtime ends this driver's job."""
+        self._end("ray.shutdown() was called: this driver is no longer attached")
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(5)
+
+    def context(self):
+        link = self._worker
+        return CallContext(job_id=link.job_id, node_id=link.node_id, worker_id=link.worker_id,
+                           namespace=link.namespace, is_driver=True, task_id=self._task_id,
+                           runtime_env=link.runtime_env, node_ip_address=link.node_ip,
+                           gcs_address=link.address)
+
+    def exit_current_actor(self):
+        raise RuntimeError("exit_actor() can only be called inside an actor")

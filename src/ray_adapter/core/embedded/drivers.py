@@ -1,0 +1,123 @@
+"""Drivers attached to a running runtime: ``ray.init(address=...)`` in another process.
+
+An attached driver is, to the runtime, a peer much like a worker that runs nothing: its
+requests (submissions, gets, puts, names, placement groups, State API queries) are the same
+typed messages a worker's nested calls send (:mod:`.service` answers both), and the
+references it holds are lent to it and tracked as a worker's are. So, as in Ray, the hot path
+keeps its shape: tasks and actor calls go to the workers that run them, results come back to
+whoever waits.
+
+What is the driver's own (:class:`AttachedDrivers`):
+
+- a **job**: each attached driver gets the next job id (a tool, ``ray status`` or
+  ``ray list``, attaches as an *observer* and gets none); the actors it creates and the
+  placement groups it makes are owned by that job (``owner_job``);
+- its **namespace** (its ``ray.init(namespace=...)``, or a new random one): names it makes or
+  looks up without a namespace are there;
+- its job's **runtime env**, packaged by the runtime (working_dir / py_modules are on this
+  machine), which its tasks and actors inherit.
+
+When a driver's connection ends (``ray.shutdown()``, exit, SIGKILL), the peer's exit path
+runs as a dead worker's does (its references and handles let go) and then the job ends: its
+non-detached actors are killed (``OWNER_DIED``) and its non-detached placement groups removed,
+as Ray ends a job. Detached ones stay until killed or the runtime stops.
+
+Thread-safety: ``_lock`` (a leaf lock) guards the job counter; a peer's fields are set by its
+reader thread (``on_hello``) before any other message of it is handled.
+"""
+import pickle
+import threading
+
+from ray_adapter.core import ids
+from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.channel import Channel
+from ray_adapter.core.embedded.pool import WorkerHandle, WorkerState
+
+
+class _NotAChild:
+    """What a :class:`WorkerHandle` keeps as ``proc`` for a process this runtime did not
+    start: nothing to wait for or kill (the driver owns its own life)."""
+
+    returncode = None
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def wait(self, timeout=None):
+        return None
+
+    def poll(self):
+        return None
+
+    def kill(self):
+        return None
+
+
+class DriverPeer(WorkerHandle):
+    """The runtime's side of one attached driver (``state`` is ``DRIVER``)."""
+
+    __slots__ = ()
+
+    def kill_group(self):
+        """Never: the driver's process group is not the runtime's to kill."""
+        return None
+
+
+class AttachedDrivers:
+    """Takes drivers on (``accept``, from the attach server's thread), answers their
+    :class:`protocol.AttachHello` and ends their jobs when they go."""
+
+    def __init__(self, *, pool, node, envs, actors, groups, arena, address, first_job):
+        """Collaborators: the ``pool`` (which reads each peer), the head ``node``, the runtime
+        ``envs`` (a job's packages and worker spec), the ``actors`` and placement ``groups``
+        (ended with a job), the shared-memory ``arena`` (values sent to a driver), the
+        runtime's ``address``; job ids start at ``first_job``."""
+        self._pool, self._node, self._envs = pool, node, envs
+        self._actors, self._groups, self._arena = actors, groups, arena
+        self._address = address
+        self._lock = threading.Lock()
+        self._next_job = first_job
+
+    def accept(self, connection, pid):
+        """A process connected: read it as a peer from now on."""
+        peer = DriverPeer(_NotAChild(pid), Channel(connection), ids.random_id(ids.WORKER_ID_SIZE),
+                          self._node, self._arena, self._envs.job)
+        peer.state = WorkerState.DRIVER
+        peer.booted = True
+        self._pool.adopt(peer)
+
+    def on_hello(self, peer, message, buffers):
+        """The driver said who it is: give it its job (reader thread, before anything else)."""
+        if message.version != protocol.VERSION:
+            peer.channel.close()  # it sees the end; its own check says which version it met
+            return
+        job = None
+        if not message.observer:
+            with self._lock:
+                job = self._next_job
+                self._next_job += 1
+        env = pickle.loads(message.runtime_env) if message.runtime_env else None
+        try:
+            env = self._envs.package_job_env(env) if env else {}
+            spec = self._envs.spec(env) if env else self._envs.job
+        except Exception as exc:  # noqa: BLE001 - the driver's init raises it
+            peer.send(protocol.Attached(b"", b"", b"", "", "", "", b"",
+                                        f"the job's runtime_env could not be set up: {exc}"))
+            return
+        peer.spec = spec
+        peer.job_id = ids.job_id(job) if job is not None else None
+        peer.namespace = message.namespace
+        peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
+                                    peer.namespace, self._node.ip, self._address, pickle.dumps(env)))
+
+    def on_exit(self, peer):
+        """The driver's connection ended: its job ends (after the peer's references went)."""
+        if peer.job_id is None:
+            return
+        self._actors.end_job(peer.job_id)
+        self._groups.end_job(peer.job_id)
+
+
+def is_driver(worker):
+    return type(worker) is DriverPeer
+

@@ -1,0 +1,299 @@
+"""The ``ray`` command (mirrors Ray 2.60's ``ray.scripts.scripts:main``) on the embedded runtime.
+
+``ray start --head`` starts a headless runtime that drivers attach to (``ray.init()``,
+``ray.init(address="auto")``, ``RAY_ADDRESS``); ``ray stop`` ends it; ``ray status`` and
+``ray list actors|tasks|nodes|placement-groups|workers|objects`` show it, in Ray's layouts.
+Commands Ray has and the adapter does not (``ray job``, ``ray up``, ``ray memory``, joining a
+second node with ``ray start --address``, ...) exit 1 with an error naming the gap.
+
+Exit status: 0 done, 1 failed (the reason on stderr), 2 a usage error (as click reports one).
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+
+from ray_adapter import core
+
+_GAP = ("ray-adapter: `ray {cmd}` is not provided{why}. The compat matrix says what is "
+        "(`ray-adapter report`, module ray.scripts.scripts).\n")
+_LIST_KINDS = {"actors": "list_actors", "tasks": "list_tasks", "nodes": "list_nodes",
+               "placement-groups": "list_placement_groups", "workers": "list_workers",
+               "objects": "list_objects"}
+
+
+def main(args=None):
+    """Run the ``ray`` command with ``args`` (default ``sys.argv[1:]``); exits with its status
+    (as Ray's click entry point does)."""
+    sys.exit(run(sys.argv[1:] if args is None else list(args)))
+
+
+def run(argv):
+    """The ``ray`` command's work; returns its exit status."""
+    parser = _parser()
+    if argv and argv[0] not in ("start", "stop", "status", "list", "-h", "--help", "--version"):
+        sys.stderr.write(_GAP.format(cmd=argv[0], why=_why(argv[0])))
+        return 1
+    options = parser.parse_args(argv)
+    try:
+        return options.func(options)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        return 1
+
+
+def _why(cmd):
+    if cmd == "job":
+        return " yet: job submission (the Jobs REST API and `ray job`) is not served by the embedded runtime"
+    if cmd in ("up", "down", "attach", "exec", "submit", "rsync-up", "rsync-down", "get-head-ip"):
+        return ": cluster launching is Ray's autoscaler's; a Yuanrong cluster has its own tooling"
+    return ""
+
+
+def _parser():
+    from ray_adapter import __version__
+
+    parser = argparse.ArgumentParser(prog="ray", description="The ray command of ray-adapter "
+                                     "(embedded runtime).")
+    parser.add_argument("--version", action="version", version=f"ray, version 2.60.0 (ray-adapter {__version__})")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("start", help="start a runtime on this machine")
+    p.add_argument("--head", action="store_true", help="start the head of a new runtime")
+    p.add_argument("--address", help="join a running runtime as another node (not provided)")
+    p.add_argument("--port", type=int, default=None, help="the head's port (default 6379): its address is 127.0.0.1:PORT")
+    p.add_argument("--num-cpus", type=int, default=None)
+    p.add_argument("--num-gpus", type=int, default=None)
+    p.add_argument("--memory", type=int, default=None)
+    p.add_argument("--object-store-memory", type=int, default=None)
+    p.add_argument("--resources", default=None, help="custom resources, a JSON object")
+    p.add_argument("--labels", default=None, help="node labels: key1=value1,key2=value2")
+    p.add_argument("--node-ip-address", default=None)
+    p.add_argument("--dashboard-host", default="127.0.0.1")
+    p.add_argument("--dashboard-port", type=int, default=None)
+    p.add_argument("--include-dashboard", default=None)
+    p.add_argument("--temp-dir", default=None)
+    p.add_argument("--block", action="store_true", help="stay in the foreground until the runtime ends")
+    p.add_argument("--disable-usage-stats", action="store_true")
+    p.set_defaults(func=_start)
+
+    p = sub.add_parser("stop", help="stop the runtimes `ray start` started on this machine")
+    p.add_argument("-f", "--force", action="store_true", help="SIGKILL at once")
+    p.add_argument("-g", "--grace-period", type=int, default=16, help="seconds before SIGKILL")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=_stop)
+
+    p = sub.add_parser("status", help="nodes, resources and pending demands of the runtime")
+    p.add_argument("--address", default=None)
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser("list", help="State API records")
+    p.add_argument("resource", choices=sorted(list(_LIST_KINDS) + ["jobs", "cluster-events",
+                                                                   "runtime-envs"]))
+    p.add_argument("--address", default=None)
+    p.add_argument("-f", "--filter", action="append", default=[], help='"key=value" or "key!=value"')
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--detail", action="store_true")
+    p.add_argument("-o", "--format", choices=("default", "json", "table"), default="default")
+    p.set_defaults(func=_list)
+    return parser
+
+
+# -- ray start / stop --------------------------------------------------------------------------
+def _start(o):
+    if not o.head:
+        if o.address:
+            sys.stderr.write(_GAP.format(cmd="start --address", why=(
+                ": the embedded runtime is one machine's; another node cannot join it (a "
+                "Yuanrong cluster is the multi-machine runtime)")))
+            return 1
+        sys.stderr.write("Error: ray start needs --head (start a runtime) or --address.\n")
+        return 2
+    if o.temp_dir:
+        os.environ["RAY_TMPDIR"] = o.temp_dir
+    options = {"num_cpus": o.num_cpus, "num_gpus": o.num_gpus, "memory": o.memory,
+               "object_store_memory": o.object_store_memory, "port": o.port,
+               "resources": json.loads(o.resources) if o.resources else {},
+               "labels": _labels(o.labels)}
+    if not isinstance(options["resources"], dict):
+        raise ValueError(f"--resources must be a JSON object, got {o.resources!r}")
+    record = core.start_head(options)
+    address, log = record["address"], record["log"]
+    print(f"Local node IP: {address.rsplit(':', 1)[0]}\n\n--------------------\nRay runtime started.\n"
+          "--------------------\n\nNext steps\n  To connect to this Ray runtime from a driver on "
+          "this machine:\n    import ray\n    ray.init()\n\n"
+          f"  (or ray.init(address='{address}'), or RAY_ADDRESS='{address}')\n\n"
+          "  To see its nodes and resources, run\n    ray status\n\n"
+          "  To terminate the Ray runtime, run\n    ray stop\n\n"
+          f"  Its log: {log}\n  (ray-adapter serves no dashboard and no Jobs API yet.)")
+    sys.stdout.flush()
+    if o.block:
+        return _block(record)
+    return 0
+
+
+def _block(record):
+    """``--block``: wait in the foreground until the runtime ends; SIGINT / SIGTERM stop it."""
+    import select
+    import signal
+
+    stopping = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.append(True))
+    try:
+        fd = os.pidfd_open(record["pid"])
+    except ProcessLookupError:
+        return 1
+    try:
+        while True:
+            try:
+                ready, _, _ = select.select([fd], [], [])
+            except InterruptedError:
+                ready = []
+            if stopping:
+                core.stop_heads()
+                return 0
+            if ready:
+                sys.stderr.write("The Ray runtime ended.\n")
+                return 1
+    finally:
+        os.close(fd)
+
+
+def _labels(text):
+    if not text:
+        return {}
+    labels = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--labels takes key1=value1,key2=value2; got {text!r}")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _stop(o):
+    stopped = core.stop_heads(force=o.force, grace=o.grace_period)
+    if not stopped:
+        print("Did not find any active Ray processes.")
+    else:
+        print(f"Stopped all {len(stopped)} Ray processes.")
+    return 0
+
+
+# -- ray status / list -------------------------------------------------------------------------
+class _Attached:
+    """The runtime at ``address`` (None: the one ``ray start`` started, else the newest),
+    attached to for one command."""
+
+    def __init__(self, address):
+        self.address = address
+
+    def __enter__(self):
+        from ray_adapter.ray._private import worker
+
+        address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
+        worker.init(address=address, logging_level="WARNING", log_to_driver=False,
+                    _ray_adapter_observer=True)  # a tool's look: no job of its own
+        return self
+
+    def __exit__(self, *exc):
+        from ray_adapter.ray._private import worker
+
+        worker.shutdown()
+
+
+def _status(o):
+    from ray_adapter.ray._private import state
+
+    with _Attached(o.address):
+        nodes = state.nodes()
+        total = state.cluster_resources()
+        available = state.available_resources()
+        demands = _pending_demands()
+    now = datetime.datetime.now()
+    lines = [f"======== Autoscaler status: {now} ========", "Node status",
+             "-" * 63, "Active:"]
+    lines += [f" 1 node_{n['NodeID']}" for n in nodes if n.get("Alive")]
+    lines += ["Pending:", " (no pending nodes)", "Recent failures:", " (no failures)", "",
+              "Resources", "-" * 63, "Total Usage:"]
+    for key in sorted(total, key=_resource_order):
+        if key.startswith("node:"):
+            continue
+        used = total[key] - available.get(key, 0.0)
+        if key in ("memory", "object_store_memory"):
+            lines.append(f" {_bytes(used)}/{_bytes(total[key])} {key}")
+        else:
+            lines.append(f" {used:.1f}/{total[key]:.1f} {key}")
+    lines += ["", "Total Constraints:", " (no request_resources() requests)", "Total Demands:"]
+    lines += [f" {shape}: {count}+ pending tasks/actors" for shape, count in demands] or [
+        " (no resource demands)"]
+    print("\n".join(lines))
+    return 0
+
+
+def _resource_order(key):
+    return ({"CPU": 0, "GPU": 1, "memory": 3, "object_store_memory": 4}.get(key, 2), key)
+
+
+def _bytes(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{int(n)}B"
+
+
+def _pending_demands():
+    from ray_adapter.ray.util import state
+
+    counts = {}
+    for task in state.list_tasks(filters=[("state", "=", "PENDING_NODE_ASSIGNMENT")], limit=10000):
+        shape = json.dumps(dict(sorted((task.required_resources or {}).items())))
+        counts[shape] = counts.get(shape, 0) + 1
+    return sorted(counts.items())
+
+
+def _list(o):
+    if o.resource not in _LIST_KINDS:
+        sys.stderr.write(_GAP.format(cmd=f"list {o.resource}", why=(
+            " yet: jobs are not recorded by the embedded runtime" if o.resource == "jobs" else "")))
+        return 1
+    from ray_adapter.ray.util import state
+
+    filters = []
+    for text in o.filter:
+        op = "!=" if "!=" in text else "="
+        key, _, value = text.partition(op)
+        filters.append((key.strip(), op, value.strip()))
+    with _Attached(o.address):
+        records = getattr(state, _LIST_KINDS[o.resource])(
+            filters=filters or None, limit=o.limit, detail=o.detail)
+    rows = [_plain(r) for r in records]
+    if o.format == "json":
+        print(json.dumps(rows, indent=4, default=str))
+        return 0
+    print(f"======== List: {datetime.datetime.now()} ========\nStats:\n{'-' * 30}\n"
+          f"Total: {len(rows)}\n\nTable:\n{'-' * 30}")
+    print(_table(rows))
+    return 0
+
+
+def _plain(record):
+    import dataclasses
+
+    data = dataclasses.asdict(record) if dataclasses.is_dataclass(record) else dict(record)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _table(rows):
+    if not rows:
+        return ""
+    columns = list(dict.fromkeys(k for row in rows for k in row if not isinstance(row[k], (dict, list))))
+    cells = [[str(i)] + [str(row.get(c, "")) for c in columns] for i, row in enumerate(rows)]
+    header = [""] + [c.upper() for c in columns]
+    widths = [max(len(r[i]) for r in cells + [header]) for i in range(len(header))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(" " + line for line in out)

@@ -1,0 +1,291 @@
+"""Several drivers on one runtime: ``ray start --head``, drivers attaching to it and to a runtime
+another driver's ``ray.init()`` started, what a driver owns ending with it, ``ray stop``.
+
+Real processes only: the ``ray`` command (``ray_adapter.ray_command``, the console script),
+drivers in their own interpreters with ``RAY_BACKEND=yuanrong``; each test has a registry
+directory of its own (``RAY_TMPDIR``), so nothing here sees another test's runtime.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from conftest import process_alive, run_code
+
+
+@pytest.fixture
+def registry():
+    """A private registry directory (short: socket paths have a 107-byte limit); everything a
+    test started there is stopped afterwards and must leave nothing behind."""
+    path = tempfile.mkdtemp(prefix="rat-")
+    env = {"RAY_TMPDIR": path}
+    yield env
+    ray_cmd(env, "stop", "--force")
+    try:
+        names = os.listdir(os.path.join(path, f"ray-adapter-{os.getuid()}"))
+    except FileNotFoundError:
+        names = []
+    shutil.rmtree(path, ignore_errors=True)
+    assert [n for n in names if n != "logs"] == []  # no record, no socket directory left
+
+
+def ray_cmd(env, *args, timeout=120):
+    """Run the ``ray`` command (the console script's module) with ``args``."""
+    full = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ADAPTER_RUNTIME")}
+    full.update(env, RAY_BACKEND="yuanrong")
+    return subprocess.run([sys.executable, "-m", "ray_adapter.ray_command", *args], env=full,
+                          capture_output=True, text=True, timeout=timeout, cwd="/")
+
+
+def driver(env, code, timeout=120):
+    """Run ``code`` as a driver; its stdout's last line, parsed as JSON."""
+    done = run_code(textwrap.dedent(code), env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class Background:
+    """A driver running ``code`` in the background; it prints ``ready`` (and maybe more) and
+    then reads a line from stdin before its next step."""
+
+    def __init__(self, env, code):
+        full = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ADAPTER_RUNTIME")}
+        full.update(env, RAY_BACKEND="yuanrong")
+        self.proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=full,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd="/")
+
+    def line(self):
+        out = self.proc.stdout.readline()
+        assert out, self.proc.stderr.read()
+        return out.strip()
+
+    def step(self):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout=60):
+        out, err = self.proc.communicate(input="go\n", timeout=timeout)
+        return self.proc.returncode, out, err
+
+
+def start_head(env, *args):
+    started = ray_cmd(env, "start", "--head", *args)
+    assert started.returncode == 0, started.stderr
+    assert "Ray runtime started." in started.stdout
+    return started
+
+
+def head_pid(env):
+    path = os.path.join(env["RAY_TMPDIR"], f"ray-adapter-{os.getuid()}", "current_cluster")
+    with open(path) as f:
+        return json.load(f)["pid"]
+
+
+def wait_until(predicate, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+_OWNER = """
+import ray, sys
+ray.init()
+@ray.remote
+class Registry:
+    def __init__(self): self.items = {}
+    def put(self, k, v): self.items[k] = v; return sorted(self.items)
+@ray.remote
+class Temp:
+    def ping(self): return "pong"
+reg = Registry.options(name="registry", namespace="shared", lifetime="detached").remote()
+temp = Temp.options(name="temp", namespace="shared", num_cpus=1).remote()
+mine = ray.util.placement_group([{"CPU": 1}])
+kept = ray.util.placement_group([{"CPU": 1}], name="kept", lifetime="detached")
+ray.get([mine.ready(), kept.ready(), temp.ping.remote(), reg.put.remote("a", 1)])
+print("ready", ray.get_runtime_context().get_job_id(), flush=True)
+sys.stdin.readline()
+"""
+
+_LOOK = """
+import json, ray
+ray.init(address="auto", namespace="shared")
+from ray.util import placement_group_table
+names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True))
+try:
+    temp = ray.get(ray.get_actor("temp").ping.remote(), timeout=30)
+except Exception as e:
+    temp = type(e).__name__
+groups = sorted((g["name"], g["state"]) for g in placement_group_table().values())
+items = ray.get(ray.get_actor("registry").put.remote("b", 2))
+print(json.dumps({"job": ray.get_runtime_context().get_job_id(), "names": names, "temp": temp,
+                  "groups": groups, "items": items, "cpu": ray.available_resources().get("CPU", 0),
+                  "total": ray.cluster_resources()["CPU"],
+                  "gcs": ray.get_runtime_context().gcs_address}))
+"""
+
+
+def test_drivers_share_one_head_and_a_driver_ending_ends_its_job(registry):
+    start_head(registry, "--num-cpus", "4")
+    owner = Background(registry, _OWNER)
+    assert owner.line().startswith("ready 01000000")  # the head's first job, as Ray's
+    seen = driver(registry, _LOOK)
+    assert seen["job"] == "02000000" and seen["gcs"] == "127.0.0.1:6379"
+    assert seen["names"] == ["registry", "temp"] and seen["temp"] == "pong"
+    assert seen["groups"] == [["", "CREATED"], ["kept", "CREATED"]]
+    assert seen["items"] == ["a", "b"]
+    assert seen["total"] == 4.0 and seen["cpu"] == 1.0  # two bundles and Temp's CPU, counted once
+    code, _, err = owner.finish()
+    assert code == 0, err
+    # Its job ended: its actor and its placement group went; the detached ones stay.
+    wait_until(lambda: driver(registry, _LOOK)["cpu"] == 3.0)
+    after = driver(registry, _LOOK)
+    assert after["names"] == ["registry"] and after["temp"] == "ValueError"
+    assert after["groups"] == [["", "REMOVED"], ["kept", "CREATED"]]
+    assert after["items"] == ["a", "b"]
+
+
+def test_a_sigkilled_driver_releases_what_it_owned(registry):
+    start_head(registry, "--num-cpus", "4")
+    owner = Background(registry, _OWNER)
+    assert owner.line().startswith("ready")
+    owner.proc.kill()
+    owner.proc.wait()
+    killed = time.monotonic()
+    wait_until(lambda: driver(registry, _LOOK)["cpu"] == 3.0, timeout=10)
+    assert time.monotonic() - killed < 10  # Ray: about 2 s
+    after = driver(registry, _LOOK)
+    assert after["names"] == ["registry"] and after["groups"][0] == ["", "REMOVED"]
+
+
+def test_a_driver_started_runtime_is_attachable_and_its_end_is_an_error_not_a_hang(registry):
+    owner = Background(registry, """
+        import ray, sys
+        ray.init(num_cpus=2)
+        print("ready", ray.get_runtime_context().gcs_address, flush=True)
+        sys.stdin.readline()
+    """)
+    assert owner.line().startswith("ready embedded://")
+    guest = Background(registry, """
+        import ray, sys, time
+        ray.init(address="auto")
+        f = ray.remote(lambda x: x + 1)
+        print("ready", ray.get(f.remote(1)), ray.get_runtime_context().get_job_id(), flush=True)
+        sys.stdin.readline()
+        start = time.monotonic()
+        try:
+            ray.get(f.remote(2), timeout=60)
+        except Exception as e:
+            print(type(e).__name__, round(time.monotonic() - start), str(e)[:80], flush=True)
+    """)
+    assert guest.line() == "ready 2 02000000"
+    code, _, err = owner.finish()  # the runtime goes with the driver that started it
+    assert code == 0, err
+    guest.step()
+    kind, seconds, message = guest.line().split(" ", 2)
+    assert kind == "RaySystemError" and int(seconds) < 5
+    assert "the Ray runtime this driver attached to" in message
+    assert guest.finish()[0] == 0
+
+
+def test_attaching_needs_a_runtime_and_takes_no_node_options(registry):
+    missing = run_code("import ray\ntry:\n    ray.init(address='auto')\nexcept ConnectionError as e:\n"
+                       "    print('refused:', e)", env=registry)
+    assert "refused: Could not find any running Ray instance" in missing.stdout, missing.stderr
+    alone = driver(registry, "import ray, json\nray.init(num_cpus=1)\n"
+                   "print(json.dumps(ray.get_runtime_context().get_job_id()))")
+    assert alone == "01000000"  # no head: a runtime of its own
+    start_head(registry, "--num-cpus", "2")
+    refused = run_code("import ray\ntry:\n    ray.init(num_cpus=3)\nexcept ValueError as e:\n"
+                       "    print('refused:', e)", env=registry)
+    assert ("refused: When connecting to an existing cluster, num_cpus and num_gpus must not be "
+            "provided.") in refused.stdout, refused.stderr
+    local = driver(registry, "import ray, json\nray.init(address='local', num_cpus=1)\n"
+                   "print(json.dumps(ray.cluster_resources()['CPU']))")
+    assert local == 1.0  # 'local' starts a runtime of its own even with a head running
+
+
+def test_the_ray_command_starts_reports_and_stops_a_head(registry):
+    start_head(registry, "--num-cpus", "3", "--resources", '{"slot": 2}', "--labels", "zone=a")
+    pid = head_pid(registry)
+    again = ray_cmd(registry, "start", "--head")
+    assert again.returncode == 1 and "already running at 127.0.0.1:6379" in again.stderr
+    status = ray_cmd(registry, "status")
+    assert status.returncode == 0, status.stderr
+    assert " 0.0/3.0 CPU" in status.stdout and " 0.0/2.0 slot" in status.stdout
+    assert "Total Demands:\n (no resource demands)" in status.stdout
+    driver(registry, """
+        import ray, json
+        ray.init()
+        @ray.remote
+        class Keep:
+            pass
+        Keep.options(name="keep", lifetime="detached", num_cpus=1).remote().__ray_ready__.remote()
+        ray.get(ray.get_actor("keep").__ray_ready__.remote())
+        print(json.dumps(1))
+    """)
+    listed = ray_cmd(registry, "list", "actors", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    actors = json.loads(listed.stdout)
+    assert [(a["class_name"], a["name"], a["state"]) for a in actors] == [("Keep", "keep", "ALIVE")]
+    assert " 1.0/3.0 CPU" in ray_cmd(registry, "status").stdout
+    children = psutil.Process(pid).children(recursive=True)
+    assert children  # the head's worker template and workers
+    stopped = ray_cmd(registry, "stop")
+    assert stopped.returncode == 0 and "Stopped all 1 Ray processes." in stopped.stdout
+    assert not process_alive(pid)
+    wait_until(lambda: not any(process_alive(c.pid) for c in children))
+    gone = ray_cmd(registry, "status")
+    assert gone.returncode == 1 and "Could not find any running Ray instance" in gone.stderr
+    assert "Did not find any active Ray processes." in ray_cmd(registry, "stop").stdout
+
+
+def test_the_ray_command_names_what_it_does_not_provide(registry):
+    job = ray_cmd(registry, "job", "submit", "--", "python", "x.py")
+    assert job.returncode == 1 and "`ray job` is not provided yet" in job.stderr
+    assert "compat matrix" in job.stderr
+    node = ray_cmd(registry, "start", "--address", "127.0.0.1:6379")
+    assert node.returncode == 1 and "another node cannot join it" in node.stderr
+    bare = ray_cmd(registry, "start")
+    assert bare.returncode == 2
+    labels = ray_cmd(registry, "start", "--head", "--labels", "nonsense")
+    assert labels.returncode == 1 and "--labels takes key1=value1" in labels.stderr
+
+
+def test_a_killed_head_fails_its_drivers_calls_and_ray_stop_cleans_up(registry):
+    start_head(registry, "--num-cpus", "2")
+    pid = head_pid(registry)
+    guest = Background(registry, """
+        import ray, sys, time
+        ray.init()
+        f = ray.remote(lambda: 1)
+        print("ready", ray.get(f.remote()), flush=True)
+        sys.stdin.readline()
+        start = time.monotonic()
+        for call in (lambda: ray.get(f.remote()), lambda: ray.put(1), ray.nodes):
+            try:
+                call()
+            except Exception as e:
+                print(type(e).__name__, round(time.monotonic() - start), flush=True)
+    """)
+    assert guest.line() == "ready 1"
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not process_alive(pid))
+    guest.step()
+    for _ in range(3):
+        kind, seconds = guest.line().split()
+        assert kind == "RaySystemError" and int(seconds) < 5
+    assert guest.finish()[0] == 0
+    assert "Did not find any active Ray processes." in ray_cmd(registry, "stop").stdout
+    start_head(registry, "--num-cpus", "2")  # the port is free again
+    assert driver(registry, "import ray, json\nray.init()\n"
+                  "print(json.dumps(ray.get(ray.remote(lambda: 5).remote())))") == 5
