@@ -121,9 +121,9 @@ BACKENDS = ["embedded", "yr-local"]
 
 
 def pytest_sessionfinish(session, exitstatus):
-    from ray_adapter import core
+    from ray_adapter.core import runtimes
 
-    core.stop_heads(force=True)  # what a failed test of `ray start` left
+    runtimes.stop_heads(force=True)  # what a failed test of `ray start` left
     shutil.rmtree(_REGISTRY, ignore_errors=True)
 
 

@@ -289,3 +289,61 @@ def test_a_killed_head_fails_its_drivers_calls_and_ray_stop_cleans_up(registry):
     start_head(registry, "--num-cpus", "2")  # the port is free again
     assert driver(registry, "import ray, json\nray.init()\n"
                   "print(json.dumps(ray.get(ray.remote(lambda: 5).remote())))") == 5
+
+
+def test_an_attached_drivers_tasks_run_in_its_job_and_print_to_it(registry):
+    start_head(registry, "--num-cpus", "2")
+    code = """
+        import json, ray, sys
+        ray.init(namespace="mine")
+        @ray.remote
+        def f(x):
+            print("task says", x)
+            print("task warns", x, file=sys.stderr)
+            ctx = ray.get_runtime_context()
+            return ctx.get_job_id(), ctx.namespace
+        @ray.remote
+        class Keeper:
+            def make(self):
+                print("actor says hi")
+                self.inner = Inner.options(name="inner").remote()  # in the job's namespace
+                return ray.get_runtime_context().get_job_id()
+        @ray.remote
+        class Inner:
+            pass
+        k = Keeper.remote()
+        print(json.dumps([ray.get(f.remote(1)), ray.get(k.make.remote()),
+                          ray.util.list_named_actors()]))
+    """
+    first = run_code(textwrap.dedent(code), env=registry)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert any(line.endswith(" task says 1") and "(f pid=" in line for line in lines), lines
+    assert any(line.endswith(" actor says hi") and "(Keeper pid=" in line for line in lines), lines
+    assert any(line.endswith(" task warns 1") for line in first.stderr.splitlines()), first.stderr
+    assert json.loads(lines[-1]) == [["01000000", "mine"], "01000000", ["inner"]]
+    second = run_code(textwrap.dedent(code), env=registry)
+    assert json.loads(second.stdout.splitlines()[-1])[0] == ["02000000", "mine"]  # its own job
+    quiet = run_code(textwrap.dedent(code).replace('ray.init(namespace="mine")',
+                                                   'ray.init(namespace="mine", log_to_driver=False)'),
+                     env=registry)
+    assert "task says" not in quiet.stdout and "task warns" not in quiet.stderr
+
+
+def test_drivers_coming_and_going_leave_nothing_growing(registry):
+    start_head(registry, "--num-cpus", "2")
+    head = psutil.Process(head_pid(registry))
+    code = ("import ray\nray.init()\n@ray.remote\nclass A:\n    def f(self): return 1\n"
+            "assert ray.get([ray.remote(lambda: 1).remote(), A.remote().f.remote()]) == [1, 1]\n")
+
+    def footprint():
+        return head.num_threads(), head.num_fds(), len(head.children(recursive=True))
+
+    assert run_code(code, env=registry).returncode == 0
+    wait_until(lambda: footprint()[2] <= 3)  # the template and prestarted workers
+    before = footprint()
+    for _ in range(20):
+        done = run_code(code, env=registry)
+        assert done.returncode == 0, done.stderr
+    # Each job's workers and the reader threads of its driver and workers go with it.
+    wait_until(lambda: all(now <= then for now, then in zip(footprint(), before)), timeout=30)

@@ -11,14 +11,16 @@ from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo, ActorOptions, ArgRef, InitOptions, RuntimeCore, TaskOptions
 
 __all__ = ["ActorInfo", "ActorOptions", "ArgRef", "InitOptions", "RuntimeCore", "TaskOptions",
-           "errors", "current", "is_started", "start", "shutdown", "set_current", "select_backend",
-           "find_runtime", "start_head", "stop_heads", "running_runtimes"]
+           "errors", "current", "is_started", "start", "shutdown", "set_current", "select_backend"]
 
 ENTRY_POINT_GROUP = "ray_adapter.backends"
 _BUILTIN_BACKENDS = {
     "embedded": "ray_adapter.core.embedded.backend:EmbeddedBackend",
     "yuanrong": "ray_adapter.core.yuanrong.backend:YuanrongBackend",
 }
+#: Not a backend one chooses: the core of a driver attached to a runtime another process
+#: started (``InitOptions.attach``, see :mod:`ray_adapter.core.runtimes`).
+_ATTACHED_CORE = "ray_adapter.core.embedded.attached:AttachedCore"
 
 _current = None
 _lock = threading.RLock()
@@ -59,51 +61,6 @@ def select_backend(address=None):
     return "embedded"
 
 
-def find_runtime(address):
-    """The runtime on this machine that ``init(address=...)`` attaches to, as Ray finds one
-    (``None``: the one ``ray start --head`` started, if it runs; ``"auto"``: that one or any
-    running; ``"host:port"``: the one with that address), as a record for
-    ``InitOptions.attach``; None when there is none to attach to (start one, or the address is
-    a cluster's). Raises ConnectionError for ``"auto"`` when none runs, as Ray does.
-    """
-    from ray_adapter.core.embedded import local_runtimes
-
-    try:
-        return local_runtimes.find(address)
-    except PermissionError:
-        if address == "auto":
-            raise ConnectionError("Could not find any running Ray instance: this user's "
-                                  "registry of runtimes is not private") from None
-        return None
-
-
-def start_head(options):
-    """Start a headless runtime of the embedded backend in a process of its own (``ray start
-    --head``): ``options`` a dict (``num_cpus``, ``num_gpus``, ``resources``, ``labels``,
-    ``object_store_memory``, ``port``). Returns its record (``address``, ``pid``, ``log``:
-    the file its output goes to, ...) once drivers can attach; raises RuntimeError (the
-    reason) when it cannot start."""
-    from ray_adapter.core.embedded import head
-
-    return head.start(options)
-
-
-def stop_heads(force=False, grace=10.0):
-    """Stop every headless runtime of this user on this machine (``ray stop``): SIGTERM, SIGKILL
-    after ``grace`` seconds (at once with ``force``); what a killed one left is removed. Returns
-    their records."""
-    from ray_adapter.core.embedded import head
-
-    return head.stop(force=force, grace=grace)
-
-
-def running_runtimes():
-    """Records of the runtimes of this user running on this machine, newest first."""
-    from ray_adapter.core.embedded import local_runtimes
-
-    return local_runtimes.running()
-
-
 def load_backend_class(name):
     """The class registered for backend ``name`` (entry point group ``ray_adapter.backends``)."""
     target = _BUILTIN_BACKENDS.get(name)
@@ -114,6 +71,11 @@ def load_backend_class(name):
                 return ep.load()
         known = sorted(set(_BUILTIN_BACKENDS) | {ep.name for ep in registered})
         raise ValueError(f"unknown ray-adapter backend {name!r}; known backends: {', '.join(known)}")
+    return _load(target)
+
+
+def _load(target):
+    """The class a ``"module:Class"`` target names."""
     module_name, _, attr = target.partition(":")
     import importlib
 
@@ -138,7 +100,7 @@ def start(options):
         if _current is not None:
             raise RuntimeError("the runtime is already started")
         if options.attach is not None:
-            from ray_adapter.core.embedded.attached import AttachedCore as backend_cls
+            backend_cls = _load(_ATTACHED_CORE)
         else:
             backend_cls = load_backend_class(select_backend(options.address))
         core = backend_cls()

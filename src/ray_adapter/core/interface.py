@@ -105,7 +105,7 @@ class InitOptions:
     #: report) -- task failures and worker deaths only (``errors.reported_when_unread``).
     #: Runs on a thread of the core's, never under a lock of the core's; None: no report.
     on_unhandled_error: Optional[Callable[[BaseException], None]] = None
-    #: A runtime to attach to instead of starting one (the record ``core.find_runtime``
+    #: A runtime to attach to instead of starting one (the record ``core.runtimes.find_runtime``
     #: gave: another process's runtime on this machine); the driver gets a job of its own there.
     attach: Optional[dict] = None
     #: Start a headless runtime (``ray start --head``): no driver of its own; drivers attach

@@ -21,6 +21,7 @@ replies to :meth:`WorkerCore.on_reply`; ``_gone`` is set once, by whichever of i
 import os
 import pickle
 import socket
+import sys
 import threading
 import uuid
 
@@ -78,6 +79,7 @@ class AttachedCore(WorkerCore):
         self._gone = None
         self._reader = None
         self._task_id = None
+        self._log_to_driver = True
 
     def start(self, options):
         record = options.attach
@@ -91,6 +93,7 @@ class AttachedCore(WorkerCore):
                                   "(`ray status`)?") from None
         link = _Link(sock)
         WorkerCore.__init__(self, link)
+        self._log_to_driver = options.log_to_driver
         link.channel.codec = WorkerCodec(self.block_released)
         namespace = options.namespace or str(uuid.uuid4())
         try:
@@ -126,6 +129,8 @@ class AttachedCore(WorkerCore):
                 kind = type(message)
                 if kind is protocol.Reply or kind is protocol.GetReply:
                     self.on_reply(message, buffers)
+                elif kind is protocol.Output:
+                    self._print(message)
                 elif kind is protocol.Exit:
                     break
                 del message, body, buffers
@@ -134,6 +139,18 @@ class AttachedCore(WorkerCore):
         self._end(f"the Ray runtime this driver attached to ({link.address}) has ended: its "
                   "process exited or was killed. Call ray.shutdown(), then ray.init() to start "
                   "or attach to another.")
+
+    def _print(self, message):
+        """Lines this job's tasks and actors printed, written as Ray's driver writes them (not
+        with ``log_to_driver=False``)."""
+        if not self._log_to_driver:
+            return
+        stream = sys.stdout if message.fd == 1 else sys.stderr
+        try:
+            stream.write(message.text)
+            stream.flush()
+        except (OSError, ValueError):  # the driver's output is gone (`| head`)
+            pass
 
     def _end(self, why):
         """The connection is over: later calls raise ``why``; the waiting ones fail now

@@ -116,9 +116,15 @@ class EmbeddedBackend(RuntimeCore):
         self.metrics = MetricsExport(options.metrics_export_port)
         log_to_driver = options.log_to_driver
 
-        def init_message(worker_id, node, spec):
-            return protocol.Init(protocol.VERSION, self.job_id, node.node_id, worker_id,
-                                 self.namespace, log_to_driver, node.ip, pickle.dumps(spec.env))
+        def init_message(worker_id, node, spec, job):
+            if job is None:  # the runtime's own job
+                return protocol.Init(protocol.VERSION, self.job_id, node.node_id, worker_id,
+                                     self.namespace, log_to_driver, node.ip, pickle.dumps(spec.env))
+            # An attached driver's: its namespace, its output relayed to it (its own choice of
+            # log_to_driver applies there).
+            return protocol.Init(protocol.VERSION, job, node.node_id, worker_id,
+                                 self.drivers.namespace_of(job) or self.namespace, True, node.ip,
+                                 pickle.dumps(spec.env), relay_output=True)
 
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:
@@ -257,6 +263,7 @@ class EmbeddedBackend(RuntimeCore):
             protocol.MetricRecord: lambda w, m, b: self.metrics.record(
                 m.kind, m.name, m.description, m.tag_keys, m.boundaries, m.tags, m.value),
             protocol.Relay: lambda w, m, b: relays.deliver(m.topic, msgspec.msgpack.decode(m.data)),
+            protocol.Output: lambda w, m, b: self.drivers.output(w.job_id, m),
             **{query: s.on_query for query in protocol.QUERIES},
         }
 

@@ -26,6 +26,7 @@ Thread-safety: ``_lock`` (a leaf lock) guards the job counter; a peer's fields a
 reader thread (``on_hello``) before any other message of it is handled.
 """
 import pickle
+import sys
 import threading
 
 from ray_adapter.core import ids
@@ -77,6 +78,8 @@ class AttachedDrivers:
         self._address = address
         self._lock = threading.Lock()
         self._next_job = first_job
+        self._namespaces = {}  # job id -> its namespace (kept after the job: detached actors)
+        self._peers = {}       # job id -> its driver's peer, while attached
 
     def accept(self, connection, pid):
         """A process connected: read it as a peer from now on."""
@@ -107,6 +110,10 @@ class AttachedDrivers:
         peer.spec = spec
         peer.job_id = ids.job_id(job) if job is not None else None
         peer.namespace = message.namespace
+        if peer.job_id is not None:
+            with self._lock:
+                self._namespaces[peer.job_id] = peer.namespace
+                self._peers[peer.job_id] = peer
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
                                     peer.namespace, self._node.ip, self._address, pickle.dumps(env)))
 
@@ -114,8 +121,31 @@ class AttachedDrivers:
         """The driver's connection ended: its job ends (after the peer's references went)."""
         if peer.job_id is None:
             return
+        with self._lock:
+            self._peers.pop(peer.job_id, None)
         self._actors.end_job(peer.job_id)
         self._groups.end_job(peer.job_id)
+        self._pool.end_job(peer.job_id)
+
+    def namespace_of(self, job):
+        """The namespace of attached job ``job`` (None if it never attached here)."""
+        with self._lock:
+            return self._namespaces.get(job)
+
+    def output(self, job, message):
+        """Lines a worker of job ``job`` printed (:class:`protocol.Output`): to its driver while
+        it is attached, else to this process's own streams (a detached actor outliving it)."""
+        with self._lock:
+            peer = self._peers.get(job)
+        if peer is not None:
+            peer.post(message)
+            return
+        stream = sys.stdout if message.fd == 1 else sys.stderr
+        try:
+            stream.write(message.text)
+            stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def is_driver(worker):

@@ -378,9 +378,12 @@ class PrefixWriter:
     lines of several workers never interleave, even with unbuffered streams
     (``PYTHONUNBUFFERED``)."""
 
-    def __init__(self, stream, worker):
+    def __init__(self, stream, worker, relay_fd=0):
+        """``relay_fd`` 1 or 2: the lines go to the driver as :class:`protocol.Output` of that
+        stream (a worker of an attached driver's job) instead of to ``stream``."""
         self._stream = stream
         self._worker = worker
+        self._relay_fd = relay_fd
         self._at_line_start = True
         self._partial = ""
         self._partial_prefix = ""
@@ -418,6 +421,9 @@ class PrefixWriter:
         return len(text)
 
     def _emit(self, text):
+        if self._relay_fd and not self._worker.forked_child:  # a fork's child never speaks
+            self._worker.post(protocol.Output(self._relay_fd, text))
+            return
         try:
             self._stream.write(text)
             self._stream.flush()

@@ -79,8 +79,8 @@ class WorkerHandle:
         self.followers = collections.deque()  # tasks sent behind the running one (task_pipeline)
         self.booted = False         # it said Hello (set by its reader thread)
         self.boot_failure = None    # why a py_executable worker ended before Hello (its reader)
-        # An attached driver's job and namespace (:class:`.drivers.DriverPeer`); a worker's
-        # calls are the runtime's own job's (None).
+        # The attached driver's job this worker serves, or that peer's own (a
+        # :class:`.drivers.DriverPeer`); None: the runtime's own job. Set before it is used.
         self.job_id = None
         self.namespace = None
 
@@ -139,27 +139,31 @@ class WorkerPool:
                                       preload=preload_modules())
             except OSError:  # no template: every worker is a fresh interpreter
                 self._zygote = None
-        self._init = init_message      # a function (worker_id, node, spec) -> protocol.Init
+        self._init = init_message      # a function (worker_id, node, spec, job) -> protocol.Init
         self._default = default_spec   # the job's WorkerSpec
         self._log_to_driver = log_to_driver
         self._dispatch = dispatch
         self._on_exit = on_exit
-        self._idle = {}                # (node id, spec key) -> [WorkerHandle]
+        self._idle = {}                # (node id, spec key, job) -> [WorkerHandle]
         self._live = set()
         self._prestarting = []         # pre-start threads (shutdown waits for them)
         self._closed = False
 
     # -- spawning ----------------------------------------------------------------------------
-    def spawn(self, node, spec=None):
-        """Start a worker process for ``node`` and runtime env ``spec`` (default: the job's;
-        call outside any lock); returns its handle. Raises OSError (and the like) when no
-        process can be started."""
+    def spawn(self, node, spec=None, job=None):
+        """Start a worker process for ``node``, runtime env ``spec`` (default: the runtime's
+        job's) and ``job`` (an attached driver's job id; None: the runtime's own job); call
+        outside any lock. Returns its handle. Raises OSError (and the like) when no process
+        can be started."""
         spec = spec or self._default
         started = (spec.key == self._default.key and self._fork()) or self._exec(spec)
         parent, proc = started
         worker = WorkerHandle(proc, Channel(parent), ids.random_id(ids.WORKER_ID_SIZE), node,
                               self._arena, spec)
-        worker.send(self._init(worker.worker_id, node, spec))
+        init = self._init(worker.worker_id, node, spec, job)
+        worker.job_id = job
+        worker.namespace = init.namespace if job is not None else None  # its job's (queries)
+        worker.send(init)
         with self._lock:
             closed = self._closed
             self._live.add(worker)  # until reaped: shutdown waits for every worker it knows
@@ -223,7 +227,7 @@ class WorkerPool:
         def run():
             while True:
                 with self._lock:
-                    if self._closed or len(self._idle.get((node.node_id, self._default.key), ())) >= count:
+                    if self._closed or len(self._idle.get((node.node_id, self._default.key, None), ())) >= count:
                         return
                 try:
                     worker = self.spawn(node)
@@ -238,17 +242,18 @@ class WorkerPool:
             thread.start()
 
     # -- reuse -------------------------------------------------------------------------------
-    def take(self, node, spec=None):
-        """An idle worker of ``node`` started for ``spec`` (default: the job's), or a new one;
-        the caller owns it until put back."""
+    def take(self, node, spec=None, job=None):
+        """An idle worker of ``node`` started for ``spec`` (default: the runtime's job's) and
+        ``job`` (as :meth:`spawn`: a worker serves one job, as Ray's do), or a new one; the
+        caller owns it until put back."""
         spec = spec or self._default
         with self._lock:
-            idle = self._idle.get((node.node_id, spec.key))
+            idle = self._idle.get((node.node_id, spec.key, job))
             while idle:
                 worker = idle.pop()
                 if worker.alive:
                     return worker
-        return self.spawn(node, spec)
+        return self.spawn(node, spec, job)
 
     def put_back(self, worker):
         """Return a task worker to the pool (retired instead when the node's idle workers, of
@@ -259,7 +264,7 @@ class WorkerPool:
             limit = worker.node.idle_limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
         with self._lock:
             if not self._closed and worker.alive:
-                idle = self._idle.setdefault((node_id, worker.spec.key), [])
+                idle = self._idle.setdefault((node_id, worker.spec.key, worker.job_id), [])
                 if sum(len(v) for k, v in self._idle.items() if k[0] == node_id) < limit:
                     worker.state = WorkerState.IDLE
                     worker.task = None
@@ -273,6 +278,16 @@ class WorkerPool:
             return
         worker.state = WorkerState.RETIRED
         worker.send(protocol.Exit())
+
+    def end_job(self, job):
+        """Attached job ``job`` ended: its idle workers exit (a busy one when its work ends:
+        it is never given another job's)."""
+        with self._lock:
+            ended = [w for key, idle in self._idle.items() if key[2] == job for w in idle]
+            for key in [k for k in self._idle if k[2] == job]:
+                del self._idle[key]
+        for worker in ended:
+            self.retire(worker)
 
     def workers_of(self, node_id):
         """The live worker processes of node ``node_id`` (a removed node's are killed)."""
@@ -326,7 +341,7 @@ class WorkerPool:
         worker.pins.clear()  # its views of arena blocks died with it
         with self._lock:
             self._live.discard(worker)
-            idle = self._idle.get((worker.node.node_id, worker.spec.key))
+            idle = self._idle.get((worker.node.node_id, worker.spec.key, worker.job_id))
             if idle and worker in idle:
                 idle.remove(worker)
         worker.state = WorkerState.DEAD

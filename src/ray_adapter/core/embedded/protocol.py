@@ -14,13 +14,13 @@ Data flow::
     driver                                              worker
       Init, Function, RunTask, CreateActor,   ------>   (reader thread -> executor)
       CallActor, Cancel, Reply, GetReply,
-      StreamAck, Exit, Release, Attached
+      StreamAck, Exit, Release, Attached, Output
       (reader thread per worker)              <------   Hello, AttachHello, TaskDone, Released,
                                                         StreamItem, ActorReady, ActorFailed, ActorExiting, RefUpdate,
                                                         FunctionReq, SubmitTaskReq,
                                                         CreateActorReq, CallActorReq, PutReq,
                                                         GetReq, WaitReq, StreamNextReq,
-                                                        MetricRecord, Relay, and one message
+                                                        MetricRecord, Relay, Output, and one message
                                                         per query (CancelQuery, StateQuery, ...)
 
 An attached driver (a ``ray.init`` in another process, :mod:`.drivers`) speaks the same
@@ -99,6 +99,9 @@ class Init(_Msg):
     log_to_driver: bool
     node_ip: str
     runtime_env: bytes = b""
+    #: The worker serves an attached driver's job: its output lines travel as :class:`Output`
+    #: messages (the runtime hands them to that driver) instead of to the inherited streams.
+    relay_output: bool = False
 
 
 class Function(_Msg):
@@ -197,6 +200,14 @@ class Release(_Msg):
     task_id: bytes
 
 
+class Output(_Msg):
+    """Lines a worker of an attached job printed (``fd`` 1 stdout, 2 stderr), prefixed as Ray
+    prints them; the runtime passes them on to that job's driver, which writes them. Posted (both ways)."""
+
+    fd: int
+    text: str
+
+
 class Attached(_Msg):
     """The runtime's answer to an attaching driver's :class:`AttachHello`: the identity it has
     there (its own job), the runtime's namespace default and address."""
@@ -212,7 +223,7 @@ class Attached(_Msg):
 
 
 ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply,
-                 StreamAck, Exit, Release, Attached]
+                 StreamAck, Exit, Release, Attached, Output]
 
 
 # ==================================================================== worker -> driver
@@ -511,7 +522,7 @@ class Relay(_Msg):
 
 ToDriver = Union[(Hello, AttachHello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting,
                   RefUpdate, FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq,
-                  GetReq, WaitReq, StreamNextReq, MetricRecord, Relay) + QUERIES]
+                  GetReq, WaitReq, StreamNextReq, MetricRecord, Relay, Output) + QUERIES]
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

@@ -193,7 +193,8 @@ class TaskManager:
                 self._finish_cancelled(record)
             return
         try:
-            worker = self._pool.take(grant.node, self._envs.spec_of(record.options.runtime_env))
+            worker = self._pool.take(grant.node, self._envs.spec_of(record.options.runtime_env),
+                                     _job_of(record))
         except Exception as exc:  # no process could be started (EMFILE, bad environment...)
             self._scheduler.release_and_start(grant)
             self._finish_claimed(record, [error_data(errors.WorkerDied(
@@ -484,11 +485,13 @@ class TaskManager:
         if not demands:
             return
         spec = _spec_key(self._envs.spec_of(running.options.runtime_env))
+        job = _job_of(running)
         messages = []
         for demand in demands:
             record = demand.holder
             fits = (demand.handler is self and self._pipelines(record)  # a task, not an actor
-                    and _spec_key(self._envs.spec_of(record.options.runtime_env)) == spec)
+                    and _spec_key(self._envs.spec_of(record.options.runtime_env)) == spec
+                    and _job_of(record) == job)
             messages.append(self._run_message(record, grant) if fits else None)
         back = []
         with self._lock:
@@ -618,6 +621,12 @@ class TaskManager:
                 self._finish_cancelled(record)
             else:
                 self._requeue(record)
+
+
+def _job_of(record):
+    """The attached job a task belongs to: its submitter's (a driver peer, or a worker serving
+    that job); None: the runtime's own job."""
+    return record.owner.job_id if record.owner is not None else None
 
 
 def _spec_key(spec):

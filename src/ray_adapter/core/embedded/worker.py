@@ -210,8 +210,9 @@ class Worker:
 
             self.runtime_env = pickle.loads(message.runtime_env)
         if message.log_to_driver:
-            sys.stdout = executors.PrefixWriter(sys.stdout, self)
-            sys.stderr = executors.PrefixWriter(sys.stderr, self)
+            relay = message.relay_output
+            sys.stdout = executors.PrefixWriter(sys.stdout, self, 1 if relay else 0)
+            sys.stderr = executors.PrefixWriter(sys.stderr, self, 2 if relay else 0)
         self.exec_queue.put((_SETUP_HOOK, None))  # ahead of every task: Init comes first
         self.send(protocol.Hello(protocol.VERSION, os.getpid()))
 

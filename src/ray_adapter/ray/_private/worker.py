@@ -15,6 +15,7 @@ from ray_adapter import core as _core
 from ray_adapter import gaps
 from ray_adapter.core import InitOptions, ids
 from ray_adapter.core import relays as _relays
+from ray_adapter.core import runtimes as _runtimes
 from ray_adapter.ray._private import core_access as _core_access
 from ray_adapter.ray._private import local_clusters as _local_clusters
 from ray_adapter.ray._private import log_setup as _log_setup
@@ -204,7 +205,7 @@ def _refuse_node_options(num_cpus, num_gpus, node_options):
 
 def _running_runtime(address, num_cpus, num_gpus, **node_options):
     """The runtime of this machine ``ray.init(address)`` attaches to, as Ray finds one (see
-    ``core.find_runtime``), or None. Only the embedded runtime is attachable: with
+    ``core.runtimes.find_runtime``), or None. Only the embedded runtime is attachable: with
     ``RAY_ADAPTER_RUNTIME=yr-local`` an ``"auto"`` address is a ConnectionError saying so (a
     yr local-mode runtime lives in its driver's process); a Yuanrong cluster
     (``YR_SERVER_ADDRESS``) is reached by the yuanrong backend."""
@@ -219,7 +220,7 @@ def _running_runtime(address, num_cpus, num_gpus, **node_options):
         return None
     if address is not None and address.startswith("ray://"):
         return None
-    found = _core.find_runtime(address)
+    found = _runtimes.find_runtime(address)
     if found is not None:
         _refuse_node_options(num_cpus, num_gpus, node_options)
     return found

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from ray_adapter import core
+from ray_adapter.core import runtimes
 
 _GAP = ("ray-adapter: `ray {cmd}` is not provided{why}. The compat matrix says what is "
         "(`ray-adapter report`, module ray.scripts.scripts).\n")
@@ -119,7 +119,7 @@ def _start(o):
                "labels": _labels(o.labels)}
     if not isinstance(options["resources"], dict):
         raise ValueError(f"--resources must be a JSON object, got {o.resources!r}")
-    record = core.start_head(options)
+    record = runtimes.start_head(options)
     address, log = record["address"], record["log"]
     print(f"Local node IP: {address.rsplit(':', 1)[0]}\n\n--------------------\nRay runtime started.\n"
           "--------------------\n\nNext steps\n  To connect to this Ray runtime from a driver on "
@@ -153,7 +153,7 @@ def _block(record):
             except InterruptedError:
                 ready = []
             if stopping:
-                core.stop_heads()
+                runtimes.stop_heads()
                 return 0
             if ready:
                 sys.stderr.write("The Ray runtime ended.\n")
@@ -175,7 +175,7 @@ def _labels(text):
 
 
 def _stop(o):
-    stopped = core.stop_heads(force=o.force, grace=o.grace_period)
+    stopped = runtimes.stop_heads(force=o.force, grace=o.grace_period)
     if not stopped:
         print("Did not find any active Ray processes.")
     else:

@@ -1,0 +1,96 @@
+"""Several drivers on one runtime, timed as a user meets them (issue 19's figures).
+
+Run under the adapter (``RAY_BACKEND=yuanrong python benchmarks/attach_bench.py``) and under
+real Ray (its interpreter, no variable) in the same session, one after the other (``run_all.py``
+does both and prints ratios). Each run uses the ``ray`` command next to its interpreter:
+
+- ``head_start_s``: ``ray start --head --num-cpus 2`` until it returns (the runtime ready);
+- ``attach_s``: ``ray.init()`` of a driver attaching to that head;
+- ``attached_task_rt_us`` / ``attached_actor_rt_us``: a no-op task / actor call, submitted and
+  waited for one at a time, from the attached driver (median of 5 batches of 500);
+- ``local_task_rt_us`` / ``local_actor_rt_us``: the same from a driver whose ``ray.init()``
+  started its own runtime (``address="local"``, 2 CPUs); ``attached_vs_local_*``: the ratio
+  (issue 19's target: within 1.5x).
+
+Prints one JSON object as its last line.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+_DRIVER = r"""
+import json, statistics, sys, time
+import ray
+start = time.perf_counter()
+ray.init(address=sys.argv[1]) if sys.argv[1] != "local" else ray.init(address="local", num_cpus=2)
+init_s = time.perf_counter() - start
+
+@ray.remote
+def f():
+    return 1
+
+@ray.remote
+class A:
+    def f(self):
+        return 1
+
+a = A.remote()
+ray.get(a.f.remote())
+for _ in range(300):
+    ray.get(f.remote())
+    ray.get(a.f.remote())
+
+def rt(call, n=500):
+    batches = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(n):
+            ray.get(call())
+        batches.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(batches)
+
+print(json.dumps({"init_s": init_s, "task_rt_us": rt(f.remote), "actor_rt_us": rt(a.f.remote)}))
+"""
+
+
+def _driver(env, address):
+    out = subprocess.run([sys.executable, "-c", _DRIVER, address], env=env, capture_output=True,
+                         text=True, timeout=600)
+    if out.returncode != 0:
+        raise SystemExit(f"driver ({address}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    temp = tempfile.mkdtemp(prefix="rab-")
+    env = dict(os.environ, RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
+    env.pop("RAY_ADDRESS", None)
+    try:
+        start = time.perf_counter()
+        started = subprocess.run([ray_bin, "start", "--head", "--num-cpus", "2", "--include-dashboard",
+                                  "false", "--disable-usage-stats"], env=env, capture_output=True,
+                                 text=True, timeout=300)
+        head_s = time.perf_counter() - start
+        if started.returncode != 0:
+            raise SystemExit(f"ray start failed:\n{started.stderr[-3000:]}")
+        attached = _driver(env, "auto")
+        local = _driver(env, "local")
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=300)
+        shutil.rmtree(temp, ignore_errors=True)
+    figures = {"head_start_s": head_s, "attach_s": attached["init_s"],
+               "attached_task_rt_us": attached["task_rt_us"],
+               "attached_actor_rt_us": attached["actor_rt_us"],
+               "local_task_rt_us": local["task_rt_us"], "local_actor_rt_us": local["actor_rt_us"],
+               "attached_vs_local_task": attached["task_rt_us"] / local["task_rt_us"],
+               "attached_vs_local_actor": attached["actor_rt_us"] / local["actor_rt_us"]}
+    print(json.dumps({k: round(v, 4) for k, v in figures.items()}))
+
+
+if __name__ == "__main__":
+    main()
