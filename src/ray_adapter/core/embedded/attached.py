@@ -18,6 +18,7 @@ Thread-safety: one reader thread (``ray-adapter-attached``) reads the connection
 replies to :meth:`WorkerCore.on_reply`; ``_gone`` is set once, by whichever of it and
 ``shutdown`` sees the end first, before the waiting requests are failed.
 """
+import json
 import os
 import pickle
 import socket
@@ -29,6 +30,7 @@ from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
 from ray_adapter.core.embedded.protocol import to_payload
 from ray_adapter.core.embedded.worker_core import WorkerCore
 from ray_adapter.core.interface import CallContext
@@ -96,10 +98,14 @@ class AttachedCore(WorkerCore):
         self._log_to_driver = options.log_to_driver
         link.channel.codec = WorkerCodec(self.block_released)
         namespace = options.namespace or str(uuid.uuid4())
+        # A submitted job's driver: the job's runtime env under its own ray.init's (jobs.py).
+        job_env = json.loads(os.environ.get(JOB_RUNTIME_ENV_VAR) or "{}")
+        runtime_env = dict(job_env, **(options.runtime_env or {}))
         try:
             link.send(protocol.AttachHello(protocol.VERSION, os.getpid(), namespace,
-                                           pickle.dumps(options.runtime_env or {}),
-                                           bool(record.get("observer"))))
+                                           pickle.dumps(runtime_env),
+                                           bool(record.get("observer")),
+                                           os.environ.get(JOB_SUBMISSION_ID_VAR, "")))
             body, _ = link.channel.recv()
             answer = protocol.worker_decoder.decode(body)
         except ChannelClosed:

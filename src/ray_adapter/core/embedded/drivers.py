@@ -79,6 +79,9 @@ class AttachedDrivers:
         self._lock = threading.Lock()
         self._next_job = first_job
         self._namespaces = {}  # job id -> its namespace (kept after the job: detached actors)
+        #: ``(submission_id, job_id, pid)`` for a submitted job's driver attaching (set by the
+        #: head that serves jobs, :mod:`.jobs`); None: nobody asks.
+        self.on_submitted_driver = None
         self._peers = {}       # job id -> its driver's peer, while attached
 
     def accept(self, connection, pid):
@@ -116,6 +119,9 @@ class AttachedDrivers:
                 self._peers[peer.job_id] = peer
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
                                     peer.namespace, self._node.ip, self._address, pickle.dumps(env)))
+        hook = self.on_submitted_driver
+        if message.submission_id and peer.job_id is not None and hook is not None:
+            hook(message.submission_id, peer.job_id.hex(), message.pid)
 
     def on_exit(self, peer):
         """The driver's connection ended: its job ends (after the peer's references went)."""

@@ -28,6 +28,7 @@ import time
 from ray_adapter.core.embedded import local_runtimes
 
 DEFAULT_PORT = 6379
+DEFAULT_DASHBOARD_PORT = 8265
 READY_TIMEOUT_S = 60.0
 
 
@@ -107,7 +108,25 @@ def stop(force=False, grace=10.0):
             _signal(record["pid"], signal.SIGKILL)
             _wait_gone(record["pid"], None)
         local_runtimes.remove_stale(record)
+    # What a head killed now or before (SIGKILL) left of its jobs.
+    _end_orphan_jobs({int(r["address"].rsplit(":", 1)[1]) for r in local_runtimes.running()
+                      if r.get("started_by") == "ray start"})
     return heads
+
+
+def _end_orphan_jobs(live_ports):
+    """The jobs heads that are gone left running (:func:`.jobs.end_orphans`)."""
+    try:
+        root = local_runtimes.registry_dir(create=False)
+        names = os.listdir(root)
+    except (OSError, PermissionError):
+        return
+    for name in names:
+        port = name[len("jobs-"):]
+        if name.startswith("jobs-") and port.isdigit() and int(port) not in live_ports:
+            from ray_adapter.core.embedded.jobs import end_orphans
+
+            end_orphans(os.path.join(root, name))
 
 
 def _wait_gone(pid, timeout):
@@ -131,6 +150,27 @@ def _signal(pid, signum):
         pass
 
 
+def _serve_jobs(backend, options):
+    """The job manager and the Jobs API of this head (see :mod:`.jobs`, :mod:`.job_server`);
+    raises when the dashboard port cannot be served (taken, or non-loopback without a token)."""
+    from ray_adapter.core.embedded.job_server import JobServer
+    from ray_adapter.core.embedded.jobs import JobManager
+
+    port = options["port"]
+    jobs = JobManager(directory=os.path.join(local_runtimes.registry_dir(), f"jobs-{port}"),
+                      address=backend.address, envs=backend.envs, backend=backend)
+    backend.drivers.on_submitted_driver = jobs.driver_attached
+    server = JobServer(jobs=jobs, host=options.get("dashboard_host") or "127.0.0.1",
+                       port=options.get("dashboard_port") or DEFAULT_DASHBOARD_PORT)
+    try:
+        server.start()
+    except OSError as exc:
+        jobs.close()
+        raise HeadError(f"The Jobs API cannot listen on {server.url}: {exc}. Is another Ray "
+                        "runtime's dashboard there? Choose another --dashboard-port.") from None
+    return jobs, server
+
+
 def _serve(ready_fd, options):
     """The head process: run the runtime until SIGTERM / SIGINT."""
     from ray_adapter.core.embedded.backend import EmbeddedBackend
@@ -147,14 +187,29 @@ def _serve(ready_fd, options):
     backend = EmbeddedBackend()
     backend.start(InitOptions(
         num_cpus=options.get("num_cpus"), num_gpus=options.get("num_gpus"),
+        memory=options.get("memory"),
         resources=dict(options.get("resources") or {}), labels=dict(options.get("labels") or {}),
         object_store_memory=options.get("object_store_memory"), head_port=options["port"]))
+    jobs = server = None
+    try:
+        if options.get("include_dashboard", True):
+            jobs, server = _serve_jobs(backend, options)
+    except BaseException:
+        backend.shutdown()
+        raise
     record = local_runtimes.current()
+    if server is not None:
+        record = dict(record, dashboard=server.url)
+        local_runtimes.register(record)
+        local_runtimes.set_current(record)
     with os.fdopen(ready_fd, "wb") as ready:
         ready.write(b"ready " + json.dumps(record).encode() + b"\n")
     print(f"ray-adapter: runtime ready at {backend.address} (pid {os.getpid()})", flush=True)
     while not stop_event.wait(3600):
         pass
+    if server is not None:
+        server.close()
+        jobs.close()
     backend.shutdown()
     print("ray-adapter: runtime stopped", flush=True)
 

@@ -33,6 +33,12 @@ import time
 import psutil
 
 CURRENT = "current_cluster"
+#: Set in a submitted job's entrypoint (:mod:`.jobs`): the job's runtime env (JSON), which the
+#: driver it starts takes as its job's when it attaches (as Ray's job config carries it).
+JOB_RUNTIME_ENV_VAR = "RAY_ADAPTER_JOB_RUNTIME_ENV"
+#: Set there too: the job's submission id, which that driver reports when it attaches (the
+#: job's record then names the driver's job id and pid, as Ray's does).
+JOB_SUBMISSION_ID_VAR = "RAY_ADAPTER_JOB_SUBMISSION_ID"
 _RECORD_SUFFIX = ".runtime.json"
 
 

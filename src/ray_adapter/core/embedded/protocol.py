@@ -243,6 +243,7 @@ class AttachHello(_Msg):
     namespace: str
     runtime_env: bytes = b""
     observer: bool = False  # a tool (``ray status``, ``ray list``): no job of its own
+    submission_id: str = ""  # the submitted job (``ray job submit``) whose entrypoint it runs in
 
 
 class TaskDone(_Msg):

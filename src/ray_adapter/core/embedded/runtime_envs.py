@@ -194,6 +194,16 @@ class RuntimeEnvs:
             self._root, self._root_fd = _new_session_dir()
         return self._root
 
+    def package_root(self):
+        """This session's directory, made now if it was not (packages of submitted jobs go
+        there too)."""
+        return self._session_dir()
+
+    def add_package(self, uri, directory):
+        """Register ``directory`` (an extracted upload) as the package ``uri`` (``gcs://...``)."""
+        with self._lock:
+            self._packages[uri] = directory
+
     @property
     def session_dir(self):
         """This session's directory (None while nothing was packaged)."""

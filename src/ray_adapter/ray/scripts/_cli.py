@@ -1,17 +1,22 @@
 """The ``ray`` command (mirrors Ray 2.60's ``ray.scripts.scripts:main``) on the embedded runtime.
 
 ``ray start --head`` starts a headless runtime that drivers attach to (``ray.init()``,
-``ray.init(address="auto")``, ``RAY_ADDRESS``); ``ray stop`` ends it; ``ray status`` and
-``ray list actors|tasks|nodes|placement-groups|workers|objects`` show it, in Ray's layouts.
-Commands Ray has and the adapter does not (``ray job``, ``ray up``, ``ray memory``, joining a
-second node with ``ray start --address``, ...) exit 1 with an error naming the gap.
+``ray.init(address="auto")``, ``RAY_ADDRESS``) and that serves Ray's Jobs API; ``ray stop``
+ends it; ``ray status`` and ``ray list actors|tasks|nodes|placement-groups|workers|objects|jobs``
+show it, in Ray's layouts; ``ray job submit|status|logs|stop|list|delete`` drive jobs through
+the Jobs API (``ray.job_submission.JobSubmissionClient``), ours or any server of it.
+Commands Ray has and the adapter does not (``ray up``, ``ray memory``, joining a second node
+with ``ray start --address``, ...) exit 1 with an error naming the gap.
 
 Exit status: 0 done, 1 failed (the reason on stderr), 2 a usage error (as click reports one).
 """
 import argparse
+import asyncio
 import datetime
+import enum
 import json
 import os
+import shlex
 import sys
 
 from ray_adapter.core import runtimes
@@ -32,7 +37,7 @@ def main(args=None):
 def run(argv):
     """The ``ray`` command's work; returns its exit status."""
     parser = _parser()
-    if argv and argv[0] not in ("start", "stop", "status", "list", "-h", "--help", "--version"):
+    if argv and argv[0] not in ("start", "stop", "status", "list", "job", "-h", "--help", "--version"):
         sys.stderr.write(_GAP.format(cmd=argv[0], why=_why(argv[0])))
         return 1
     options = parser.parse_args(argv)
@@ -44,8 +49,6 @@ def run(argv):
 
 
 def _why(cmd):
-    if cmd == "job":
-        return " yet: job submission (the Jobs REST API and `ray job`) is not served by the embedded runtime"
     if cmd in ("up", "down", "attach", "exec", "submit", "rsync-up", "rsync-down", "get-head-ip"):
         return ": cluster launching is Ray's autoscaler's; a Yuanrong cluster has its own tooling"
     return ""
@@ -98,7 +101,45 @@ def _parser():
     p.add_argument("--detail", action="store_true")
     p.add_argument("-o", "--format", choices=("default", "json", "table"), default="default")
     p.set_defaults(func=_list)
+
+    job = sub.add_parser("job", help="submit and manage jobs (Ray's Jobs API)")
+    jobs = job.add_subparsers(dest="job_command", required=True)
+    p = jobs.add_parser("submit", help="submit a job: ray job submit [options] -- ENTRYPOINT...")
+    _job_address(p)
+    p.add_argument("--job-id", default=None, help="deprecated: use --submission-id")
+    p.add_argument("--submission-id", default=None)
+    p.add_argument("--runtime-env", default=None, help="a YAML or JSON file of the runtime env")
+    p.add_argument("--runtime-env-json", default=None)
+    p.add_argument("--working-dir", default=None)
+    p.add_argument("--metadata-json", default=None)
+    p.add_argument("--entrypoint-num-cpus", type=float, default=None)
+    p.add_argument("--entrypoint-num-gpus", type=float, default=None)
+    p.add_argument("--entrypoint-memory", type=int, default=None)
+    p.add_argument("--entrypoint-resources", default=None, help="a JSON object")
+    p.add_argument("--no-wait", action="store_true", help="do not follow the logs")
+    p.add_argument("entrypoint", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_job_submit)
+    for name, func in (("status", _job_status), ("logs", _job_logs), ("stop", _job_stop),
+                       ("delete", _job_delete)):
+        p = jobs.add_parser(name)
+        _job_address(p)
+        p.add_argument("job_id")
+        if name == "logs":
+            p.add_argument("-f", "--follow", action="store_true")
+        if name == "stop":
+            p.add_argument("--no-wait", action="store_true")
+        p.set_defaults(func=func)
+    p = jobs.add_parser("list")
+    _job_address(p)
+    p.set_defaults(func=_job_list)
     return parser
+
+
+def _job_address(p):
+    p.add_argument("--address", default=None, help="the Jobs API (default: RAY_API_SERVER_ADDRESS, "
+                   "RAY_ADDRESS, else http://localhost:8265)")
+    p.add_argument("--verify", default=True)
+    p.add_argument("--headers", default=None, help="a JSON object of HTTP headers")
 
 
 # -- ray start / stop --------------------------------------------------------------------------
@@ -113,21 +154,30 @@ def _start(o):
         return 2
     if o.temp_dir:
         os.environ["RAY_TMPDIR"] = o.temp_dir
+    include = o.include_dashboard
+    if include is not None and include.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(f"--include-dashboard takes true or false, got {include!r}")
     options = {"num_cpus": o.num_cpus, "num_gpus": o.num_gpus, "memory": o.memory,
                "object_store_memory": o.object_store_memory, "port": o.port,
+               "include_dashboard": include is None or include.lower() in ("true", "1"),
+               "dashboard_host": o.dashboard_host, "dashboard_port": o.dashboard_port,
                "resources": json.loads(o.resources) if o.resources else {},
                "labels": _labels(o.labels)}
     if not isinstance(options["resources"], dict):
         raise ValueError(f"--resources must be a JSON object, got {o.resources!r}")
     record = runtimes.start_head(options)
-    address, log = record["address"], record["log"]
+    address, log, dashboard = record["address"], record["log"], record.get("dashboard")
+    jobs = (f"  To submit a Ray job using the Ray Jobs CLI:\n    RAY_ADDRESS='{dashboard}' ray job "
+            "submit --working-dir . -- python my_script.py\n\n" if dashboard else "")
     print(f"Local node IP: {address.rsplit(':', 1)[0]}\n\n--------------------\nRay runtime started.\n"
           "--------------------\n\nNext steps\n  To connect to this Ray runtime from a driver on "
           "this machine:\n    import ray\n    ray.init()\n\n"
-          f"  (or ray.init(address='{address}'), or RAY_ADDRESS='{address}')\n\n"
+          f"  (or ray.init(address='{address}'), or RAY_ADDRESS='{address}')\n\n{jobs}"
           "  To see its nodes and resources, run\n    ray status\n\n"
           "  To terminate the Ray runtime, run\n    ray stop\n\n"
-          f"  Its log: {log}\n  (ray-adapter serves no dashboard and no Jobs API yet.)")
+          f"  Its log: {log}\n"
+          + (f"  The Jobs API (no dashboard pages): {dashboard}" if dashboard else
+             "  No Jobs API (--include-dashboard false)."))
     sys.stdout.flush()
     if o.block:
         return _block(record)
@@ -256,9 +306,11 @@ def _pending_demands():
 
 
 def _list(o):
+    if o.resource == "jobs":
+        o.address = o.address or os.environ.get("RAY_ADDRESS") or "auto"  # the runtime's Jobs API
+        return _print_rows([_plain(j) for j in _client(o).list_jobs()], o.format)
     if o.resource not in _LIST_KINDS:
-        sys.stderr.write(_GAP.format(cmd=f"list {o.resource}", why=(
-            " yet: jobs are not recorded by the embedded runtime" if o.resource == "jobs" else "")))
+        sys.stderr.write(_GAP.format(cmd=f"list {o.resource}", why=""))
         return 1
     from ray_adapter.ray.util import state
 
@@ -270,8 +322,11 @@ def _list(o):
     with _Attached(o.address):
         records = getattr(state, _LIST_KINDS[o.resource])(
             filters=filters or None, limit=o.limit, detail=o.detail)
-    rows = [_plain(r) for r in records]
-    if o.format == "json":
+    return _print_rows([_plain(r) for r in records], o.format)
+
+
+def _print_rows(rows, style):
+    if style == "json":
         print(json.dumps(rows, indent=4, default=str))
         return 0
     print(f"======== List: {datetime.datetime.now()} ========\nStats:\n{'-' * 30}\n"
@@ -284,16 +339,130 @@ def _plain(record):
     import dataclasses
 
     data = dataclasses.asdict(record) if dataclasses.is_dataclass(record) else dict(record)
-    return {k: v for k, v in data.items() if v is not None}
+    return {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in data.items() if v is not None}
 
 
 def _table(rows):
     if not rows:
         return ""
     columns = list(dict.fromkeys(k for row in rows for k in row if not isinstance(row[k], (dict, list))))
-    cells = [[str(i)] + [str(row.get(c, "")) for c in columns] for i, row in enumerate(rows)]
+    cells = [[str(i)] + [str(row.get(c, "")).replace("\n", " ") for c in columns]
+             for i, row in enumerate(rows)]
     header = [""] + [c.upper() for c in columns]
     widths = [max(len(r[i]) for r in cells + [header]) for i in range(len(header))]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(" " + line for line in out)
+
+
+# -- ray job -----------------------------------------------------------------------------------
+def _client(o):
+    from ray_adapter.ray.job_submission import JobSubmissionClient
+
+    headers = json.loads(o.headers) if getattr(o, "headers", None) else None
+    verify = getattr(o, "verify", True)
+    if isinstance(verify, str):
+        verify = verify.lower() not in ("false", "0") and (verify if verify.lower() not in ("true", "1") else True)
+    client = JobSubmissionClient(getattr(o, "address", None), headers=headers, verify=verify)
+    print(f"Job submission server address: {client._address}", file=sys.stderr)
+    return client
+
+
+def _job_submit(o):
+    entrypoint = o.entrypoint[1:] if o.entrypoint[:1] == ["--"] else o.entrypoint
+    if not entrypoint:
+        sys.stderr.write("Error: ray job submit needs an entrypoint: ray job submit [options] -- "
+                         "python my_script.py\n")
+        return 2
+    runtime_env = {}
+    if o.runtime_env:
+        with open(o.runtime_env) as f:
+            text = f.read()
+        try:
+            runtime_env = json.loads(text)
+        except ValueError:
+            try:
+                import yaml  # a YAML file, as Ray takes one
+            except ImportError:
+                raise ValueError(f"--runtime-env {o.runtime_env}: not JSON, and PyYAML (to read "
+                                 "YAML) is not installed") from None
+            runtime_env = yaml.safe_load(text) or {}
+    if o.runtime_env_json:
+        runtime_env = json.loads(o.runtime_env_json)
+    if o.working_dir:
+        runtime_env["working_dir"] = o.working_dir
+    client = _client(o)
+    submission_id = client.submit_job(
+        entrypoint=shlex.join(entrypoint),
+        submission_id=o.submission_id or o.job_id, runtime_env=runtime_env or None,
+        metadata=json.loads(o.metadata_json) if o.metadata_json else None,
+        entrypoint_num_cpus=o.entrypoint_num_cpus, entrypoint_num_gpus=o.entrypoint_num_gpus,
+        entrypoint_memory=o.entrypoint_memory,
+        entrypoint_resources=json.loads(o.entrypoint_resources) if o.entrypoint_resources else None)
+    line = "-" * (len(submission_id) + 33)
+    print(f"{line}\nJob '{submission_id}' submitted successfully\n{line}\n\nNext steps\n"
+          f"  Query the logs of the job:\n    ray job logs {submission_id}\n"
+          f"  Query the status of the job:\n    ray job status {submission_id}\n"
+          f"  Request the job to be stopped:\n    ray job stop {submission_id}\n", flush=True)
+    if o.no_wait:
+        return 0
+    print("Tailing logs until the job exits (disable with --no-wait):", flush=True)
+    _follow(client, submission_id)
+    info = client.get_job_info(submission_id)
+    word = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped", "FAILED": "failed"}.get(
+        info.status.value, info.status.value)
+    line = "-" * (len(submission_id) + len(word) + 7)
+    print(f"{line}\nJob '{submission_id}' {word}\n{line}")
+    if info.status.value == "FAILED":
+        print(f"Status message: {info.message}")
+    return 0 if info.status.value == "SUCCEEDED" else 1
+
+
+def _follow(client, submission_id):
+    async def tail():
+        async for chunk in client.tail_job_logs(submission_id):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+
+    asyncio.run(tail())
+
+
+def _job_status(o):
+    info = _client(o).get_job_info(o.job_id)
+    print(f"Status for job '{o.job_id}': {info.status.value}\nStatus message: {info.message}")
+    return 0
+
+
+def _job_logs(o):
+    client = _client(o)
+    if o.follow:
+        _follow(client, o.job_id)
+    else:
+        sys.stdout.write(client.get_job_logs(o.job_id))
+    return 0
+
+
+def _job_stop(o):
+    client = _client(o)
+    client.stop_job(o.job_id)
+    print(f"Attempting to stop job '{o.job_id}'")
+    if o.no_wait:
+        return 0
+    import time
+
+    print("Waiting for job to exit (disable with --no-wait):", flush=True)
+    while not client.get_job_status(o.job_id).is_terminal():
+        time.sleep(0.2)  # the Jobs API has no wait: Ray's CLI polls it too
+    print(f"Job '{o.job_id}' was stopped")
+    return 0
+
+
+def _job_delete(o):
+    _client(o).delete_job(o.job_id)
+    print(f"Job '{o.job_id}' deleted successfully")
+    return 0
+
+
+def _job_list(o):
+    print(repr(_client(o).list_jobs()))
+    return 0

@@ -1,0 +1,503 @@
+"""Submitted jobs of a headless runtime (Ray's job submission, what its Jobs API serves).
+
+A job is an entrypoint command run by a shell in a session (process group) of its own, with the
+job's ``runtime_env`` (``env_vars`` in its environment, ``working_dir`` its cwd, ``py_modules``
+on its ``PYTHONPATH``; the env is also handed to the driver it starts, through
+``RAY_ADAPTER_JOB_RUNTIME_ENV``, so its tasks and actors get it, as Ray's job config does) and
+``RAY_ADDRESS`` naming this runtime, so the ``ray.init()`` in it attaches here. What
+``entrypoint_num_cpus`` / ``_num_gpus`` / ``_memory`` / ``_resources`` ask is reserved for the
+job's life (a placement group of one bundle): the job stays PENDING until it fits.
+
+Its output (stdout and stderr together) is read from a pipe by one thread per running job,
+appended to the job's log file and handed to whoever follows it (``follow``), so a tail wakes
+on new output rather than polling the file. Status: PENDING -> RUNNING -> SUCCEEDED / FAILED /
+STOPPED, with ``message``, ``driver_exit_code``, ``start_time`` / ``end_time`` (ms), as Ray's.
+``stop`` sends SIGTERM to the whole process group and SIGKILL after
+``RAY_JOB_STOP_WAIT_TIME_S`` seconds (default 3, as Ray); when the entrypoint ends, whatever it
+left in its group is killed, so nothing of a job outlives it.
+
+Records are rows of an SQLite database that outlives the head (``ray stop`` then ``ray start
+--head`` on the same port finds them): a job still PENDING or RUNNING when its head went is
+FAILED on the next start, saying so.
+
+Thread-safety: ``_lock`` (a leaf lock) guards the database connection, the live jobs and the
+followers; a job's process is started by the submitting thread outside it, and its reader
+thread owns the pipe. Followers' callbacks are called outside the lock.
+"""
+import json
+import os
+import secrets
+import shutil
+import signal
+import sqlite3
+import string
+import subprocess
+import threading
+import time
+import zipfile
+
+import psutil
+
+from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
+from ray_adapter.core.threads import start_daemon
+
+TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
+_FIELDS = ("submission_id", "status", "entrypoint", "message", "error_type", "start_time",
+           "end_time", "metadata", "runtime_env", "entrypoint_num_cpus", "entrypoint_num_gpus",
+           "entrypoint_memory", "entrypoint_resources", "driver_exit_code")
+_JSON_FIELDS = ("metadata", "runtime_env", "entrypoint_resources")
+#: How much of the log a failed job's message quotes (characters), as Ray's does.
+LOG_TAIL_CHARS = 20000
+
+
+def _open(directory):
+    db = sqlite3.connect(os.path.join(directory, "jobs.sqlite"), check_same_thread=False,
+                         isolation_level=None)
+    db.execute("CREATE TABLE IF NOT EXISTS jobs (submission_id TEXT PRIMARY KEY, "
+               "record TEXT NOT NULL, created REAL NOT NULL)")
+    return db
+
+
+def _started(pid):
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def end_orphans(directory):
+    """The jobs a head that is gone (SIGKILLed) left PENDING or RUNNING in ``directory``: their
+    process groups are killed (each checked to be the one the job started: same leader, same
+    start time) and they are FAILED, saying why. Run by the next head on that port and by
+    ``ray stop``."""
+    if not os.path.exists(os.path.join(directory, "jobs.sqlite")):
+        return
+    db = _open(directory)
+    try:
+        for submission_id, text in db.execute("SELECT submission_id, record FROM jobs").fetchall():
+            record = json.loads(text)
+            if record["status"] in TERMINAL:
+                continue
+            group = record.pop("_group", None)
+            if group and group[1] is not None and _started(group[0]) == group[1]:
+                try:
+                    os.killpg(group[0], signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            record.update(status="FAILED", end_time=_now_ms(),
+                          message="Job failed because the Ray runtime's head process that ran it "
+                                  "ended (it was stopped or killed) before the job did.")
+            db.execute("UPDATE jobs SET record = ? WHERE submission_id = ?",
+                       (json.dumps(record), submission_id))
+    finally:
+        db.close()
+
+
+class JobError(Exception):
+    """A request the job manager refuses: ``status`` the HTTP status it answers with (400 a bad
+    request, 404 an unknown job), the message what it says."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _public(record):
+    """A record as the API serves it (without the fields kept for the runtime's own use)."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def _now_ms():
+    return int(time.time() * 1000)
+
+
+class _Live:
+    """A job whose entrypoint runs (or waits for its reservation)."""
+
+    __slots__ = ("proc", "stopping", "group", "followers", "written", "thread")
+
+    def __init__(self):
+        self.proc = None
+        self.stopping = False  # "user" (stop_job) or "runtime" (the head stops)
+        self.group = None      # the placement group reserving its entrypoint resources
+        self.followers = []    # callbacks(text or None at the end)
+        self.written = 0       # bytes of its log written and told to the followers
+        self.thread = None     # the job's own thread (:meth:`JobManager._run`)
+
+
+class JobManager:
+    """Jobs of one head (see the module's notes)."""
+
+    def __init__(self, *, directory, address, envs, backend):
+        """``directory``: where the database and the logs are kept (it outlives the head);
+        ``address``: this runtime's (the jobs' ``RAY_ADDRESS``); ``envs``: the runtime's
+        :class:`~.runtime_envs.RuntimeEnvs` (uploaded packages are registered there);
+        ``backend``: the runtime (entrypoint resources are reserved through it)."""
+        os.makedirs(os.path.join(directory, "logs"), mode=0o700, exist_ok=True)
+        self._dir, self._address, self._envs, self._backend = directory, address, envs, backend
+        self._packages = os.path.join(envs.package_root(), "job_packages")
+        self._lock = threading.Lock()
+        end_orphans(directory)  # what a head killed before left
+        self._db = _open(directory)
+        self._live = {}
+        self._closed = False
+
+    # -- records -----------------------------------------------------------------------------
+    def _put(self, record):
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",
+                             (record["submission_id"], json.dumps(record), time.time()))
+
+    def _update(self, submission_id, **fields):
+        with self._lock:
+            row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
+                                   (submission_id,)).fetchone()
+            if row is None:
+                return None
+            record = dict(json.loads(row[0]), **fields)
+            self._db.execute("UPDATE jobs SET record = ? WHERE submission_id = ?",
+                             (json.dumps(record), submission_id))
+            return record
+
+    def get(self, submission_id):
+        """The job's record (a dict of Ray's JobDetails fields); raises JobError 404."""
+        with self._lock:
+            row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
+                                   (submission_id,)).fetchone()
+        if row is None:
+            raise JobError(404, f"Job {submission_id} does not exist")
+        return _public(json.loads(row[0]))
+
+    def list(self):
+        """Every job's record, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT record FROM jobs ORDER BY created").fetchall()
+        return [_public(json.loads(r[0])) for r in rows]
+
+    def log_path(self, submission_id):
+        return os.path.join(self._dir, "logs", f"job-driver-{submission_id}.log")
+
+    # -- submission --------------------------------------------------------------------------
+    def submit(self, request):
+        """Start a job from ``request`` (Ray's JobSubmitRequest fields); returns its
+        submission id. Raises JobError 400 for a bad request or a submission id in use."""
+        entrypoint = request.get("entrypoint")
+        if not isinstance(entrypoint, str) or not entrypoint.strip():
+            raise JobError(400, "entrypoint must be a non-empty string")
+        submission_id = request.get("submission_id") or request.get("job_id") or (
+            "raysubmit_" + "".join(secrets.choice(string.ascii_letters + string.digits)
+                                   for _ in range(16)))
+        runtime_env = request.get("runtime_env") or {}
+        if not isinstance(runtime_env, dict):
+            raise JobError(400, f"runtime_env must be a dict, got {type(runtime_env).__name__}")
+        unsupported = sorted(set(runtime_env) - {"env_vars", "working_dir", "py_modules", "excludes",
+                                                 "config", "worker_process_setup_hook"})
+        if unsupported:
+            raise JobError(400, f"runtime_env fields {unsupported} are not provided for submitted "
+                                "jobs by ray-adapter (env_vars, working_dir, py_modules are)")
+        resources = dict(request.get("entrypoint_resources") or {})
+        for key, name in (("entrypoint_num_cpus", "CPU"), ("entrypoint_num_gpus", "GPU"),
+                          ("entrypoint_memory", "memory")):
+            value = request.get(key)
+            if value is not None and (not isinstance(value, (int, float)) or value < 0):
+                raise JobError(400, f"{key} must be a non-negative number, got {value!r}")
+            if value:
+                resources[name] = value
+        record = {"type": "SUBMISSION", "job_id": None, "submission_id": submission_id,
+                  "driver_info": None, "status": "PENDING", "entrypoint": entrypoint,
+                  "message": "Job has not started yet. It may be waiting for the runtime "
+                             "environment to be set up.",
+                  "error_type": None, "start_time": _now_ms(), "end_time": None,
+                  "metadata": dict(request.get("metadata") or {}), "runtime_env": runtime_env,
+                  "entrypoint_num_cpus": request.get("entrypoint_num_cpus"),
+                  "entrypoint_num_gpus": request.get("entrypoint_num_gpus"),
+                  "entrypoint_memory": request.get("entrypoint_memory"),
+                  "entrypoint_resources": request.get("entrypoint_resources"),
+                  "driver_agent_http_address": None, "driver_node_id": None,
+                  "driver_exit_code": None}
+        live = _Live()
+        with self._lock:
+            if self._closed:
+                raise JobError(503, "the Ray runtime is shutting down")
+            exists = self._db.execute("SELECT 1 FROM jobs WHERE submission_id = ?",
+                                      (submission_id,)).fetchone()
+            if exists:
+                raise JobError(400, f"Job with submission_id {submission_id} already exists. "
+                                    "Please use a different submission_id.")
+            self._db.execute("INSERT INTO jobs VALUES (?, ?, ?)",
+                             (submission_id, json.dumps(record), time.time()))
+            self._live[submission_id] = live
+        live.thread = start_daemon(self._run, f"ray-adapter-job-{submission_id}",
+                                   (submission_id, record, resources, live))
+        return submission_id
+
+    def _run(self, submission_id, record, resources, live):
+        """The job's thread: reserve, start, read its output, record its end."""
+        try:
+            if resources:
+                group = self._backend.create_placement_group([resources], "PACK", "", "detached")
+                with self._lock:
+                    live.group = group
+                try:
+                    self._backend.wait_placement_group(group, None)
+                except Exception:  # noqa: BLE001 - removed: the job was stopped meanwhile
+                    pass
+            if live.stopping:
+                self._finish(submission_id, live, "STOPPED", "Job was intentionally stopped.", None)
+                return
+            try:
+                env, cwd = self._environment(record["runtime_env"])
+            except JobError as exc:
+                self._finish(submission_id, live, "FAILED", f"Job's runtime_env could not be set "
+                             f"up: {exc}", None, error_type="RUNTIME_ENV_SETUP_FAILURE")
+                return
+            env[JOB_SUBMISSION_ID_VAR] = submission_id
+            log = open(self.log_path(submission_id), "ab")
+            try:
+                with self._lock:
+                    if live.stopping:
+                        stopped = True
+                    else:
+                        stopped = False
+                        live.proc = subprocess.Popen(
+                            ["/bin/bash", "-c", record["entrypoint"]], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                            start_new_session=True, close_fds=True)
+            except OSError as exc:
+                log.close()
+                self._finish(submission_id, live, "FAILED", f"Job failed to start: {exc}", None,
+                             error_type="JOB_ENTRYPOINT_COMMAND_START_ERROR")
+                return
+            if stopped:
+                log.close()
+                self._finish(submission_id, live, "STOPPED", "Job was intentionally stopped.", None)
+                return
+            # The process group is noted so that what a killed head leaves can be ended.
+            self._update(submission_id, status="RUNNING", message="Job is currently running.",
+                         _group=[live.proc.pid, _started(live.proc.pid)])
+            with log:
+                self._pump(live, log)
+            code = live.proc.wait()
+            self._kill_group(live.proc.pid, signal.SIGKILL)  # what it left behind
+            if live.stopping == "runtime":
+                self._finish(submission_id, live, "FAILED", "Job failed because the Ray runtime "
+                             "that ran it was stopped (ray stop) before the job ended.", code)
+            elif live.stopping:
+                self._finish(submission_id, live, "STOPPED", "Job was intentionally stopped.", code)
+            elif code == 0:
+                self._finish(submission_id, live, "SUCCEEDED", "Job finished successfully.", code)
+            else:
+                self._finish(submission_id, live, "FAILED", (
+                    f"Job entrypoint command failed with exit code {code}, last available logs "
+                    f"(truncated to {LOG_TAIL_CHARS} chars):\n{self._tail(submission_id)}"), code,
+                    error_type="JOB_ENTRYPOINT_COMMAND_ERROR")
+        except Exception as exc:  # noqa: BLE001 - the job fails, saying why
+            self._finish(submission_id, live, "FAILED", f"Job failed: {exc!r}", None)
+
+    def _pump(self, live, log):
+        """Copy the entrypoint's output to its log and its followers until it closes. A chunk
+        is counted in ``written`` after it is in the file: a follower registered before that
+        gets it, one registered after read it from the file (:meth:`follow`)."""
+        fd = live.proc.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            log.write(chunk)
+            log.flush()
+            with self._lock:
+                live.written += len(chunk)
+                followers = list(live.followers)
+            text = chunk.decode(errors="replace")
+            for follower in followers:
+                follower(text)
+        live.proc.stdout.close()
+
+    def _finish(self, submission_id, live, status, message, code, error_type=None):
+        self._update(submission_id, status=status, message=message, end_time=_now_ms(),
+                     driver_exit_code=code, error_type=error_type)
+        if live.group is not None:
+            try:
+                self._backend.remove_placement_group(live.group)
+            except Exception:  # noqa: BLE001 - the runtime is shutting down
+                pass
+        with self._lock:
+            self._live.pop(submission_id, None)
+            followers, live.followers = live.followers, []
+        for follower in followers:
+            follower(None)
+
+    def _tail(self, submission_id):
+        try:
+            with open(self.log_path(submission_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - LOG_TAIL_CHARS))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _environment(self, runtime_env):
+        """The entrypoint's environment and cwd for ``runtime_env`` (packages by URI)."""
+        env = dict(os.environ)
+        env["RAY_BACKEND"] = "yuanrong"
+        env["RAY_ADDRESS"] = self._address
+        env.update(runtime_env.get("env_vars") or {})
+        cwd, paths = None, []
+        if runtime_env.get("working_dir"):
+            cwd = self._package(runtime_env["working_dir"])
+            paths.append(cwd)
+        for module in runtime_env.get("py_modules") or ():
+            paths.append(self._package(module))
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+        env[JOB_RUNTIME_ENV_VAR] = json.dumps(runtime_env)
+        return env, cwd or os.getcwd()
+
+    def driver_attached(self, submission_id, job_id, pid):
+        """The driver a job's entrypoint started attached (:mod:`.drivers`): the record names
+        its job id and process, as Ray's does (the first one, when it starts several)."""
+        with self._lock:
+            row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
+                                   (submission_id,)).fetchone()
+        if row is not None and json.loads(row[0]).get("job_id") is None:
+            self._update(submission_id, job_id=job_id,
+                         driver_info={"id": job_id, "node_ip_address": "127.0.0.1", "pid": str(pid)})
+
+    # -- packages (working_dir / py_modules uploads) -------------------------------------------
+    def has_package(self, uri):
+        return os.path.isdir(self._package_dir(uri))
+
+    def _package_dir(self, uri):
+        name = uri.split("://", 1)[-1]
+        if "/" in name or name.startswith(".") or not name.endswith(".zip"):
+            raise JobError(400, f"not a package URI ray-adapter serves: {uri!r} (gcs://<name>.zip)")
+        return os.path.join(self._packages, name[:-len(".zip")])
+
+    def add_package(self, uri, data):
+        """An uploaded package (a zip's bytes): extracted and registered with the runtime."""
+        target = self._package_dir(uri)
+        os.makedirs(self._packages, mode=0o700, exist_ok=True)
+        tmp = f"{target}.{os.getpid()}.{threading.get_ident()}"
+        path = tmp + ".zip"
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.extractall(tmp)
+        except zipfile.BadZipFile as exc:
+            raise JobError(400, f"the package {uri} is not a zip file: {exc}") from None
+        finally:
+            os.unlink(path)
+        if os.path.isdir(target):  # uploaded before (same content: the name is its hash)
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+        self._envs.add_package(uri, target)
+
+    def _package(self, uri):
+        if uri.startswith("gcs://"):
+            path = self._package_dir(uri)
+            if not os.path.isdir(path):
+                raise JobError(400, f"the package {uri} was not uploaded to this runtime")
+            return path
+        if os.path.isdir(uri):  # a local directory of this machine
+            return uri
+        raise JobError(400, f"working_dir / py_modules {uri!r}: only packages uploaded by the job "
+                            "client (gcs://) or directories of this machine are provided")
+
+    # -- stopping and deleting ---------------------------------------------------------------
+    def stop(self, submission_id, grace=None):
+        """Stop the job (SIGTERM to its process group, SIGKILL after ``grace`` seconds); True
+        if it was running, False if it had ended. Raises JobError 404."""
+        self.get(submission_id)
+        with self._lock:
+            live = self._live.get(submission_id)
+            if live is None:
+                return False
+            live.stopping = "user"
+            proc, group = live.proc, live.group
+        if proc is None and group is not None:  # waiting for its resources: it never starts
+            self._backend.remove_placement_group(group)
+        if proc is not None:
+            self._kill_group(proc.pid, signal.SIGTERM)
+            wait = float(os.environ.get("RAY_JOB_STOP_WAIT_TIME_S", 3)) if grace is None else grace
+            start_daemon(self._kill_later, f"ray-adapter-job-stop-{submission_id}", (proc, wait))
+        return True
+
+    def _kill_later(self, proc, wait):
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            self._kill_group(proc.pid, signal.SIGKILL)
+
+    @staticmethod
+    def _kill_group(pid, signum):
+        try:
+            os.killpg(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def delete(self, submission_id):
+        """Forget an ended job (its record and log). Raises JobError 404, or 400 while it runs."""
+        record = self.get(submission_id)
+        if record["status"] not in TERMINAL:
+            raise JobError(400, f"Attempted to delete job '{submission_id}', but it is in a "
+                                f"non-terminal state {record['status']}.")
+        with self._lock:
+            self._db.execute("DELETE FROM jobs WHERE submission_id = ?", (submission_id,))
+        try:
+            os.unlink(self.log_path(submission_id))
+        except FileNotFoundError:
+            pass
+        return True
+
+    # -- logs --------------------------------------------------------------------------------
+    def logs(self, submission_id):
+        """The job's whole log so far (text). Raises JobError 404."""
+        self.get(submission_id)
+        return self._read_log(submission_id).decode(errors="replace")
+
+    def follow(self, submission_id, callback):
+        """The log so far, and ``callback(text)`` for each later chunk, ``callback(None)`` at the
+        job's end (never called when it had ended: then the second value is False). Returns
+        ``(text, following)``; :meth:`unfollow` stops it."""
+        self.get(submission_id)
+        with self._lock:
+            live = self._live.get(submission_id)
+            if live is not None:
+                live.followers.append(callback)
+                upto = live.written  # later chunks reach the callback, these come from the file
+        data = self._read_log(submission_id)
+        if live is not None:
+            data = data[:upto]
+        return data.decode(errors="replace"), live is not None
+
+    def unfollow(self, submission_id, callback):
+        with self._lock:
+            live = self._live.get(submission_id)
+            if live is not None and callback in live.followers:
+                live.followers.remove(callback)
+
+    def _read_log(self, submission_id):
+        try:
+            with open(self.log_path(submission_id), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def close(self):
+        """The head stops: running jobs are stopped (SIGKILL: the runtime is going away)."""
+        with self._lock:
+            self._closed = True
+            lives = list(self._live.items())
+        for submission_id, live in lives:
+            live.stopping = "runtime"
+            if live.proc is not None:
+                self._kill_group(live.proc.pid, signal.SIGKILL)
+            elif live.group is not None:
+                self._backend.remove_placement_group(live.group)
+        for _, live in lives:  # each records its end (bounded: its processes are killed)
+            if live.thread is not None:
+                live.thread.join(5)

@@ -1,0 +1,278 @@
+"""Ray's job submission against a ``ray start --head`` runtime: the Jobs REST API served by the
+head, driven by the adapter's ``JobSubmissionClient`` and ``ray job`` command, by plain HTTP and,
+where an interpreter with ``ray[default]==2.60.0`` is given (``RAY_REFERENCE_PYTHON``), by real
+Ray's own client and ``ray job`` CLI, unchanged.
+
+Real processes only; each test has its own registry (``RAY_TMPDIR``) and dashboard port.
+"""
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from conftest import process_alive
+from test_attach import head_pid, ray_cmd, registry, start_head, wait_until  # noqa: F401
+
+RAY_PYTHON = os.environ.get("RAY_REFERENCE_PYTHON")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def head(registry):
+    """A head with its Jobs API on a free port: ``(env, url)``."""
+    port = free_port()
+    start_head(registry, "--num-cpus", "3", "--dashboard-port", str(port))
+    return registry, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def client(head, monkeypatch):
+    env, url = head
+    monkeypatch.setenv("RAY_TMPDIR", env["RAY_TMPDIR"])
+    from ray_adapter.ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(url)
+
+
+def finished(client, submission_id, timeout=60):
+    wait_until(lambda: client.get_job_status(submission_id).is_terminal(), timeout)
+    return client.get_job_info(submission_id)
+
+
+def sleep_command():
+    """``sleep N`` with an N of this test's own (CI runs two suites at once)."""
+    return f"sleep {4000 + random.random() * 1000:.6f}"
+
+
+def sleepers(command):
+    """The live processes whose command line is exactly ``command``."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["cmdline"] == command.split() and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_job_runs_its_driver_on_the_head_with_its_runtime_env(client, tmp_path):
+    (tmp_path / "helper.py").write_text("VALUE = 7\n")
+    (tmp_path / "main.py").write_text(textwrap.dedent("""
+        import os, ray
+        ray.init()
+        @ray.remote
+        def f():
+            import helper  # from the job's working_dir, in a worker of the job
+            return helper.VALUE, os.environ["FOO"]
+        print("result", ray.get(f.remote()), ray.get_runtime_context().get_job_id())
+    """))
+    submission_id = client.submit_job(
+        entrypoint=f"{sys.executable} main.py",
+        runtime_env={"working_dir": str(tmp_path), "env_vars": {"FOO": "bar"}},
+        metadata={"owner": "test"})
+    assert submission_id.startswith("raysubmit_")
+
+    async def tail():
+        return "".join([chunk async for chunk in client.tail_job_logs(submission_id)])
+
+    followed = asyncio.run(tail())
+    info = client.get_job_info(submission_id)
+    assert info.status == "SUCCEEDED" and info.driver_exit_code == 0, info.message
+    assert "result (7, 'bar') 01000000" in followed
+    assert client.get_job_logs(submission_id) == followed
+    assert info.job_id == "01000000" and info.driver_info.id == "01000000"
+    assert info.metadata == {"owner": "test"} and info.runtime_env["working_dir"].startswith("gcs://_ray_pkg_")
+    assert info.start_time <= info.end_time
+    assert [j.submission_id for j in client.list_jobs()] == [submission_id]
+
+
+def test_failed_stopped_and_refused_jobs(client):
+    failed = finished(client, client.submit_job(entrypoint="echo oops; exit 3"))
+    assert failed.status == "FAILED" and failed.driver_exit_code == 3
+    assert failed.error_type == "JOB_ENTRYPOINT_COMMAND_ERROR"
+    assert failed.message.startswith("Job entrypoint command failed with exit code 3")
+    assert failed.message.endswith("oops\n")
+
+    sleep = sleep_command()
+    tree = client.submit_job(entrypoint=f"{sleep} & {sleep}; echo never", submission_id="tree-job")
+    assert tree == "tree-job"
+    wait_until(lambda: len(sleepers(sleep)) == 2)
+    assert client.stop_job(tree) is True
+    stopped = finished(client, tree)
+    assert stopped.status == "STOPPED" and "never" not in client.get_job_logs(tree)
+    wait_until(lambda: not sleepers(sleep))  # the whole process group
+    assert client.stop_job(tree) is False  # already over
+
+    with pytest.raises(RuntimeError, match="status code 400: Job with submission_id tree-job already exists"):
+        client.submit_job(entrypoint="true", submission_id="tree-job")
+    with pytest.raises(RuntimeError, match="status code 404: Job nope does not exist"):
+        client.get_job_info("nope")
+    running = client.submit_job(entrypoint=sleep_command())
+    wait_until(lambda: client.get_job_status(running) == "RUNNING")
+    with pytest.raises(RuntimeError, match="non-terminal state RUNNING"):
+        client.delete_job(running)
+    client.stop_job(running)
+    finished(client, running)
+    assert client.delete_job(running) is True
+    with pytest.raises(RuntimeError, match="404"):
+        client.get_job_status(running)
+
+
+def test_entrypoint_resources_are_reserved_while_the_job_runs(client, head):
+    env, _ = head
+    job = client.submit_job(entrypoint=sleep_command(), entrypoint_num_cpus=2)
+    wait_until(lambda: client.get_job_status(job) == "RUNNING")
+    assert " 2.0/3.0 CPU" in ray_cmd(env, "status").stdout
+    waiting = client.submit_job(entrypoint="echo ran", entrypoint_num_cpus=2)  # does not fit yet
+    time.sleep(0.5)
+    assert client.get_job_status(waiting) == "PENDING"
+    client.stop_job(job)
+    assert finished(client, waiting).status == "SUCCEEDED"
+    wait_until(lambda: " 0.0/3.0 CPU" in ray_cmd(env, "status").stdout)
+
+
+def test_the_api_over_plain_http(head):
+    _, url = head
+    with urllib.request.urlopen(url + "/api/version") as r:
+        version = json.load(r)
+    assert version["ray_version"] == "2.60.0"
+    request = urllib.request.Request(url + "/api/jobs/", method="POST",
+                                     data=json.dumps({"entrypoint": "echo plain"}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as r:
+        submitted = json.load(r)
+    assert submitted["job_id"] == submitted["submission_id"]
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(url + "/api/jobs/missing")
+    assert info.value.code == 404
+
+
+def test_job_records_survive_a_head_restart(head):
+    env, url = head
+    from ray_adapter.ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(url)
+    done = client.submit_job(entrypoint="echo kept")
+    finished(client, done)
+    sleep = sleep_command()
+    running = client.submit_job(entrypoint=sleep)
+    wait_until(lambda: client.get_job_status(running) == "RUNNING" and sleepers(sleep))
+    os.kill(head_pid(env), signal.SIGKILL)  # the head dies with the job running
+    ray_cmd(env, "stop")  # ends what the killed head left: its job's processes too
+    wait_until(lambda: not sleepers(sleep))
+    start_head(env, "--num-cpus", "3", "--dashboard-port", url.rsplit(":", 1)[1])
+    client = JobSubmissionClient(url)
+    assert client.get_job_info(done).status == "SUCCEEDED" and client.get_job_logs(done) == "kept\n"
+    lost = client.get_job_info(running)
+    assert lost.status == "FAILED" and "head process that ran it ended" in lost.message
+
+
+def test_the_ray_job_command(head):
+    env, url = head
+    ok = ray_cmd(env, "job", "submit", "--address", url, "--runtime-env-json",
+                 '{"env_vars": {"WHO": "cli"}}', "--", "bash", "-c", "echo hello $WHO")
+    assert ok.returncode == 0, ok.stderr
+    assert "submitted successfully" in ok.stdout and "hello cli" in ok.stdout
+    assert "succeeded" in ok.stdout
+    bad = ray_cmd(env, "job", "submit", "--address", "auto", "--", "bash", "-c", "exit 5")
+    assert bad.returncode == 1 and "failed" in bad.stdout and "exit code 5" in bad.stdout
+    listed = ray_cmd(env, "list", "jobs", "--format", "json")
+    assert [j["status"] for j in json.loads(listed.stdout)] == ["SUCCEEDED", "FAILED"]
+    sid = json.loads(listed.stdout)[0]["submission_id"]
+    status = ray_cmd(env, "job", "status", "--address", url, sid)
+    assert f"Status for job '{sid}': SUCCEEDED" in status.stdout
+    assert ray_cmd(env, "job", "logs", "--address", url, sid).stdout == "hello cli\n"
+
+
+def test_a_non_loopback_api_needs_a_token(registry, tmp_path):
+    port = free_port()
+    registry = dict(registry, HOME=str(tmp_path), RAY_AUTH_TOKEN="")  # no ~/.ray/auth_token
+    refused = ray_cmd(registry, "start", "--head", "--dashboard-host", "0.0.0.0", "--dashboard-port", str(port))
+    assert refused.returncode == 1 and "without a token" in refused.stderr
+    env = dict(registry, RAY_AUTH_TOKEN="s3cret-token")
+    start_head(env, "--dashboard-host", "0.0.0.0", "--dashboard-port", str(port))
+    url = f"http://127.0.0.1:{port}"
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(url + "/api/version")
+    assert info.value.code == 401 and "requires a token" in info.value.read().decode()
+    wrong = urllib.request.Request(url + "/api/version", headers={"Authorization": "Bearer nope"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(wrong)
+    assert info.value.code == 403
+    right = urllib.request.Request(url + "/api/version", headers={"Authorization": "Bearer s3cret-token"})
+    with urllib.request.urlopen(right) as r:
+        assert json.load(r)["ray_version"] == "2.60.0"
+
+
+def _ray_default():
+    if not RAY_PYTHON:
+        return "RAY_REFERENCE_PYTHON (an interpreter with ray[default]==2.60.0) is not set"
+    probe = subprocess.run([RAY_PYTHON, "-c", "import requests, aiohttp, ray.job_submission"],
+                           capture_output=True)
+    return None if probe.returncode == 0 else "the reference interpreter lacks ray[default]"
+
+
+_REAL_CLIENT = """
+import asyncio, json, sys, time
+from ray.job_submission import JobSubmissionClient, JobStatus
+c = JobSubmissionClient(sys.argv[1])
+sid = c.submit_job(entrypoint="python main.py", runtime_env={"working_dir": sys.argv[2],
+                                                             "env_vars": {"FOO": "real"}})
+async def tail():
+    return "".join([chunk async for chunk in c.tail_job_logs(sid)])
+logs = asyncio.run(tail())
+info = c.get_job_info(sid)
+long = c.submit_job(entrypoint="sleep 4246.25")
+while c.get_job_status(long) != JobStatus.RUNNING:
+    time.sleep(0.05)
+stopped = c.stop_job(long)
+while not c.get_job_status(long).is_terminal():
+    time.sleep(0.05)
+print(json.dumps({"logs": logs, "status": info.status.value, "job_id": info.job_id,
+                  "stopped": stopped, "long": c.get_job_status(long).value,
+                  "listed": len(c.list_jobs()), "deleted": c.delete_job(long)}))
+"""
+
+
+def test_real_rays_client_and_cli_drive_the_head_unchanged(head, tmp_path):
+    why = _ray_default()
+    if why:
+        pytest.skip(why)
+    env, url = head
+    (tmp_path / "main.py").write_text(textwrap.dedent("""
+        import os, ray
+        ray.init()
+        print("driver", ray.get(ray.remote(lambda: os.environ["FOO"]).remote()))
+    """))
+    ray_env = {k: v for k, v in os.environ.items() if k not in ("RAY_BACKEND", "RAY_ADDRESS")}
+    ray_env.update(env, RAY_USAGE_STATS_ENABLED="0",
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    done = subprocess.run([RAY_PYTHON, "-c", _REAL_CLIENT, url, str(tmp_path)], env=ray_env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["logs"] == "driver real\n" and seen["status"] == "SUCCEEDED"
+    assert seen["job_id"] == "01000000" and seen["stopped"] is True and seen["long"] == "STOPPED"
+    assert seen["listed"] == 2 and seen["deleted"] is True
+    ray_cli = os.path.join(os.path.dirname(RAY_PYTHON), "ray")
+    cli = subprocess.run([ray_cli, "job", "submit", "--address", url, "--", "bash", "-c", "echo via-cli; exit 2"],
+                         env=ray_env, capture_output=True, text=True, timeout=180)
+    assert cli.returncode == 1 and "via-cli" in cli.stdout + cli.stderr
+    assert "failed" in cli.stdout + cli.stderr
