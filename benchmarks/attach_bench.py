@@ -10,7 +10,10 @@ does both and prints ratios). Each run uses the ``ray`` command next to its inte
   waited for one at a time, from the attached driver (median of 5 batches of 500);
 - ``local_task_rt_us`` / ``local_actor_rt_us``: the same from a driver whose ``ray.init()``
   started its own runtime (``address="local"``, 2 CPUs); ``attached_vs_local_*``: the ratio
-  (issue 19's target: within 1.5x).
+  (issue 19's target: within 1.5x);
+- ``job_running_s``: ``JobSubmissionClient.submit_job`` of ``sleep`` until its status is
+  RUNNING (median of 5); ``job_ray_task_s``: submit to SUCCEEDED of a job whose driver attaches
+  and runs one task (median of 3). Both need the head's Jobs API (Ray: ``ray[default]``).
 
 Prints one JSON object as its last line.
 """
@@ -65,21 +68,66 @@ def _driver(env, address):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+_JOBS = r"""
+import json, statistics, sys, time
+from ray.job_submission import JobSubmissionClient
+client = JobSubmissionClient(sys.argv[1])
+
+def until(job, states):
+    while client.get_job_status(job).value not in states:
+        time.sleep(0.005)
+
+running = []
+for _ in range(5):
+    start = time.perf_counter()
+    job = client.submit_job(entrypoint="sleep 30")
+    until(job, ("RUNNING",))
+    running.append(time.perf_counter() - start)
+    client.stop_job(job)
+    until(job, ("STOPPED", "FAILED", "SUCCEEDED"))
+task = []
+for _ in range(3):
+    start = time.perf_counter()
+    job = client.submit_job(entrypoint=sys.executable + " -c 'import ray; ray.init(); "
+                                       "ray.get(ray.remote(lambda: 1).remote())'")
+    until(job, ("STOPPED", "FAILED", "SUCCEEDED"))
+    assert client.get_job_status(job).value == "SUCCEEDED", client.get_job_logs(job)
+    task.append(time.perf_counter() - start)
+print(json.dumps({"job_running_s": statistics.median(running), "job_ray_task_s": statistics.median(task)}))
+"""
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     temp = tempfile.mkdtemp(prefix="rab-")
     env = dict(os.environ, RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
     env.pop("RAY_ADDRESS", None)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    port = _free_port()
     try:
         start = time.perf_counter()
-        started = subprocess.run([ray_bin, "start", "--head", "--num-cpus", "2", "--include-dashboard",
-                                  "false", "--disable-usage-stats"], env=env, capture_output=True,
+        started = subprocess.run([ray_bin, "start", "--head", "--num-cpus", "2", "--port",
+                                  str(_free_port()), "--dashboard-port", str(port),
+                                  "--disable-usage-stats"], env=env, capture_output=True,
                                  text=True, timeout=300)
         head_s = time.perf_counter() - start
         if started.returncode != 0:
             raise SystemExit(f"ray start failed:\n{started.stderr[-3000:]}")
         attached = _driver(env, "auto")
         local = _driver(env, "local")
+        jobs = subprocess.run([sys.executable, "-c", _JOBS, f"http://127.0.0.1:{port}"], env=env,
+                              capture_output=True, text=True, timeout=600)
+        if jobs.returncode != 0:
+            raise SystemExit(f"jobs failed:\n{jobs.stderr[-3000:]}")
+        jobs = json.loads(jobs.stdout.strip().splitlines()[-1])
     finally:
         subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=300)
         shutil.rmtree(temp, ignore_errors=True)
@@ -88,7 +136,8 @@ def main():
                "attached_actor_rt_us": attached["actor_rt_us"],
                "local_task_rt_us": local["task_rt_us"], "local_actor_rt_us": local["actor_rt_us"],
                "attached_vs_local_task": attached["task_rt_us"] / local["task_rt_us"],
-               "attached_vs_local_actor": attached["actor_rt_us"] / local["actor_rt_us"]}
+               "attached_vs_local_actor": attached["actor_rt_us"] / local["actor_rt_us"],
+               **jobs}
     print(json.dumps({k: round(v, 4) for k, v in figures.items()}))
 
 

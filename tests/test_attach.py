@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -80,7 +81,17 @@ class Background:
         return self.proc.returncode, out, err
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start_head(env, *args):
+    """``ray start --head ARGS``; its Jobs API on a free port unless ARGS name one (another
+    suite may run at once: 8265 is not ours to take)."""
+    if "--dashboard-port" not in args:
+        args += ("--dashboard-port", str(free_port()))
     started = ray_cmd(env, "start", "--head", *args)
     assert started.returncode == 0, started.stderr
     assert "Ray runtime started." in started.stdout
@@ -220,7 +231,7 @@ def test_attaching_needs_a_runtime_and_takes_no_node_options(registry):
 def test_the_ray_command_starts_reports_and_stops_a_head(registry):
     start_head(registry, "--num-cpus", "3", "--resources", '{"slot": 2}', "--labels", "zone=a")
     pid = head_pid(registry)
-    again = ray_cmd(registry, "start", "--head")
+    again = ray_cmd(registry, "start", "--head", "--dashboard-port", str(free_port()))
     assert again.returncode == 1 and "already running at 127.0.0.1:6379" in again.stderr
     status = ray_cmd(registry, "status")
     assert status.returncode == 0, status.stderr
@@ -263,7 +274,7 @@ def test_the_ray_command_names_what_it_does_not_provide(registry):
     assert node.returncode == 1 and "another node cannot join it" in node.stderr
     bare = ray_cmd(registry, "start")
     assert bare.returncode == 2
-    labels = ray_cmd(registry, "start", "--head", "--labels", "nonsense")
+    labels = ray_cmd(registry, "start", "--head", "--labels", "nonsense", "--include-dashboard", "false")
     assert labels.returncode == 1 and "--labels takes key1=value1" in labels.stderr
 
 
@@ -353,3 +364,16 @@ def test_drivers_coming_and_going_leave_nothing_growing(registry):
         assert done.returncode == 0, done.stderr
     # Each job's workers and the reader threads of its driver and workers go with it.
     wait_until(lambda: all(now <= then for now, then in zip(footprint(), before)), timeout=30)
+
+
+def test_a_runtime_of_another_version_is_refused_with_a_clear_error(registry):
+    start_head(registry, "--num-cpus", "1")
+    path = os.path.join(registry["RAY_TMPDIR"], f"ray-adapter-{os.getuid()}", "current_cluster")
+    with open(path) as f:
+        record = json.load(f)
+    record["version"] = -1  # as a head of another ray-adapter would have written it
+    with open(path, "w") as f:
+        json.dump(record, f)
+    refused = run_code("import ray\ntry:\n    ray.init()\nexcept RuntimeError as e:\n    print('refused:', e)",
+                       env=registry)
+    assert "refused: Version mismatch: the Ray runtime at 127.0.0.1:6379" in refused.stdout, refused.stderr

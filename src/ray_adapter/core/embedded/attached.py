@@ -85,6 +85,12 @@ class AttachedCore(WorkerCore):
 
     def start(self, options):
         record = options.attach
+        if record.get("version") != protocol.VERSION:  # as Ray's version check at connect
+            raise RuntimeError(
+                f"Version mismatch: the Ray runtime at {record['address']} runs a ray-adapter "
+                f"speaking protocol version {record.get('version')}, this driver's speaks "
+                f"{protocol.VERSION}. Run the driver with the ray-adapter the runtime was started "
+                "with (or restart the runtime with this one).")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             sock.connect(record["socket"])
@@ -166,6 +172,7 @@ class AttachedCore(WorkerCore):
             return
         self._gone = errors.NotInitialized(why)
         self._worker.channel.close()
+        self.stop_ref_loop()
         buffers = []
         payload = to_payload(serialization.dumps(self._gone), buffers)
         for req_id in list(self._pending):
@@ -187,9 +194,9 @@ class AttachedCore(WorkerCore):
     def shutdown(self):
         """Detach: the runtime ends this driver's job."""
         self._end("ray.shutdown() was called: this driver is no longer attached")
-        reader = self._reader
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(5)
+        for thread in (self._reader, getattr(self, "_ref_thread", None)):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(5)
 
     def context(self):
         link = self._worker

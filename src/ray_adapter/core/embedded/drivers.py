@@ -94,8 +94,10 @@ class AttachedDrivers:
 
     def on_hello(self, peer, message, buffers):
         """The driver said who it is: give it its job (reader thread, before anything else)."""
-        if message.version != protocol.VERSION:
-            peer.channel.close()  # it sees the end; its own check says which version it met
+        if message.version != protocol.VERSION:  # its own check of the record missed it
+            peer.send(protocol.Attached(b"", b"", b"", "", "", "", b"", (
+                f"Version mismatch: this runtime speaks protocol version {protocol.VERSION}, the "
+                f"driver {message.version}")))
             return
         job = None
         if not message.observer:

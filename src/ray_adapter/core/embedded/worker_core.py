@@ -69,7 +69,7 @@ class WorkerCore(RuntimeCore):
         # Set once the connection is over for good (an attached driver's runtime ended, see
         # attached.py): a request then raises it instead of waiting for a reply that never comes.
         self._gone = None
-        start_daemon(self.ref_loop, "ray-adapter-refs")
+        self._ref_thread = start_daemon(self.ref_loop, "ray-adapter-refs")
 
     # -- request / reply ---------------------------------------------------------------------
     def _call(self, build, callback=None):
@@ -212,8 +212,13 @@ class WorkerCore(RuntimeCore):
         counts.pop(key, None)
         return True
 
+    def stop_ref_loop(self):
+        """End :meth:`ref_loop` after what is queued (an attached driver's connection is over)."""
+        self._ref_events.put(("stop", None))
+
     def ref_loop(self):
-        while True:
+        stop = False
+        while not stop:
             event = self._ref_events.get()
             update = protocol.RefUpdate()
             closed = []
@@ -234,6 +239,8 @@ class WorkerCore(RuntimeCore):
                         update.unpin.append(list(target))
                     elif kind == "sclose":
                         closed.append(target)
+                    elif kind == "stop":
+                        stop = True
                     try:
                         event = self._ref_events.get_nowait()
                     except queue.Empty:
