@@ -35,8 +35,8 @@ def registry():
     except FileNotFoundError:
         names = []
     shutil.rmtree(path, ignore_errors=True)
-    # No record, no socket directory left (logs and job records are kept, as Ray keeps them).
-    assert [n for n in names if n != "logs" and not n.startswith("jobs-")] == []
+    # No record, no socket directory left (logs, job records and the ports' lock files are kept).
+    assert [n for n in names if n not in ("logs", "locks") and not n.startswith("jobs-")] == []
 
 
 def ray_cmd(env, *args, timeout=120):

@@ -9,8 +9,8 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,15 +22,9 @@ import psutil
 import pytest
 
 from conftest import process_alive
-from test_attach import head_pid, ray_cmd, registry, start_head, wait_until  # noqa: F401
+from test_attach import free_port, head_pid, ray_cmd, registry, start_head, wait_until  # noqa: F401
 
 RAY_PYTHON = os.environ.get("RAY_REFERENCE_PYTHON")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -276,3 +270,77 @@ def test_real_rays_client_and_cli_drive_the_head_unchanged(head, tmp_path):
                          env=ray_env, capture_output=True, text=True, timeout=180)
     assert cli.returncode == 1 and "via-cli" in cli.stdout + cli.stderr
     assert "failed" in cli.stdout + cli.stderr
+
+
+def test_a_job_gets_a_clean_signal_mask_and_stops_gracefully(client, tmp_path):
+    (tmp_path / "graceful.py").write_text(textwrap.dedent("""
+        import signal, sys, time
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, []), "signals blocked"
+        def bye(*_):
+            print("got TERM", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, bye)
+        print("waiting", flush=True)
+        time.sleep(60)
+    """))
+    job = client.submit_job(entrypoint=f"{sys.executable} {tmp_path / 'graceful.py'}")
+    wait_until(lambda: "waiting" in client.get_job_logs(job))
+    start = time.monotonic()
+    client.stop_job(job)
+    info = finished(client, job)
+    assert info.status == "STOPPED" and time.monotonic() - start < 2.5  # no SIGKILL after 3 s
+    assert "got TERM" in client.get_job_logs(job)
+
+
+def test_what_a_job_leaves_behind_ends_with_it(client):
+    sleep = sleep_command()
+    job = client.submit_job(entrypoint=f"setsid {sleep} & (nohup {sleep} >/dev/null 2>&1 &); echo parent-done")
+    info = finished(client, job, timeout=30)  # the escaped children hold no job open
+    assert info.status == "SUCCEEDED" and client.get_job_logs(job) == "parent-done\n"
+    wait_until(lambda: not sleepers(sleep))
+
+
+def test_a_large_log_is_followed_in_pieces(client):
+    job = client.submit_job(entrypoint=sys.executable + " -c \"import sys; sys.stdout.write('é' * 3000000)\"")
+
+    async def tail():
+        return "".join([chunk async for chunk in client.tail_job_logs(job)])
+
+    assert asyncio.run(tail()) == "é" * 3000000  # 6 MB: over one websocket message's 4 MiB
+    assert finished(client, job).status == "SUCCEEDED"
+
+
+def test_bad_submissions_are_refused_at_once(client):
+    for request, why in ((dict(entrypoint="true", entrypoint_resources={"CPU": -100}), "non-negative"),
+                         (dict(entrypoint="true", entrypoint_num_cpus=float("nan")), "finite"),
+                         (dict(entrypoint="true", submission_id="a/b"), "submission_id"),
+                         (dict(entrypoint="true", runtime_env={"env_vars": {"A": 1}}), "env_vars"),
+                         (dict(entrypoint="true", runtime_env={"conda": "x"}), "['conda'] are not provided"),
+                         (dict(entrypoint="a\x00b"), "NUL")):
+        with pytest.raises(RuntimeError, match="status code 400") as info:
+            client.submit_job(**request)
+        assert why in str(info.value)
+    assert client.list_jobs() == []
+
+
+def test_two_heads_racing_for_one_port_end_with_one(registry):
+    starts = [subprocess.Popen([sys.executable, "-m", "ray_adapter.ray_command", "start", "--head",
+                                "--dashboard-port", str(free_port())],
+                               env={**os.environ, **registry, "RAY_BACKEND": "yuanrong"},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in starts]
+    codes = sorted(p.returncode for p in starts)
+    assert codes == [0, 1], results
+    assert any("already running at 127.0.0.1:6379" in err for _, err in results)
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_another_os_user_is_refused_on_loopback(head):
+    _, url = head
+    other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            sys.executable, "-c",
+                            f"import urllib.request as u\ntry:\n    u.urlopen('{url}/api/version')\n"
+                            "except Exception as e:\n    print(e.code)"],
+                           capture_output=True, text=True, timeout=60)
+    assert other.stdout.strip() == "403", other.stderr

@@ -16,6 +16,7 @@ and is left alone.
 Thread-safety: functions of the calling thread; the head process's main thread waits for its
 signal, the runtime's own threads do the rest.
 """
+import fcntl
 import json
 import os
 import select
@@ -45,7 +46,7 @@ def start(options):
     port = options.get("port") or DEFAULT_PORT
     logs = os.path.join(local_runtimes.registry_dir(), "logs")
     os.makedirs(logs, mode=0o700, exist_ok=True)
-    log_path = os.path.join(logs, f"head-{port}-{time.strftime('%Y%m%d-%H%M%S')}.log")
+    log_path = os.path.join(logs, f"head-{port}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
     address = f"127.0.0.1:{port}"
     if local_runtimes.find(address) is not None:
         raise HeadError(f"A Ray runtime is already running at {address} (`ray status`); stop it "
@@ -66,8 +67,8 @@ def start(options):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        raise HeadError(f"The Ray runtime did not start (exit code {proc.returncode}); its log, "
-                        f"{log_path}, ends with:\n{_tail(log_path)}")
+        raise HeadError(f"The Ray runtime did not start (exit code {proc.returncode}): "
+                        f"{_tail(log_path).strip()}\n(its log: {log_path})")
     return dict(json.loads(line[len(b"ready "):]), log=log_path)
 
 
@@ -184,6 +185,18 @@ def _serve(ready_fd, options):
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
+    # One head per port, even when two `ray start` race past the registry check: the port's
+    # lock is held for this process's life (the kernel lets go of it however it ends).
+    locks = os.path.join(local_runtimes.registry_dir(), "locks")
+    os.makedirs(locks, mode=0o700, exist_ok=True)
+    lock = os.open(os.path.join(locks, f"head-{options['port']}.lock"),
+                   os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise HeadError(f"A Ray runtime is already running at 127.0.0.1:{options['port']} "
+                        "(`ray status`); stop it with `ray stop`, or start this one with another "
+                        "--port.") from None
     backend = EmbeddedBackend()
     backend.start(InitOptions(
         num_cpus=options.get("num_cpus"), num_gpus=options.get("num_gpus"),
@@ -208,11 +221,23 @@ def _serve(ready_fd, options):
     while not stop_event.wait(3600):
         pass
     if server is not None:
+        jobs.close()    # its jobs end first: their log tails finish, the server's close is quick
         server.close()
-        jobs.close()
     backend.shutdown()
     print("ray-adapter: runtime stopped", flush=True)
 
 
+def _main(ready_fd, options):
+    """The head process's entry: a refusal (port taken, no token, ...) is one line on stderr,
+    which ``ray start`` shows, not a traceback."""
+    from ray_adapter.core.embedded.job_server import TokenRequired
+
+    try:
+        _serve(ready_fd, options)
+    except (HeadError, TokenRequired) as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), json.loads(sys.argv[2]))
+    _main(int(sys.argv[1]), json.loads(sys.argv[2]))

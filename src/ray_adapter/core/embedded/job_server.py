@@ -21,9 +21,12 @@ required on loopback too. Ray 2.60's client sends the header only when token aut
 loopback by default it works unchanged.
 """
 import asyncio
+import codecs
 import hmac
 import ipaddress
 import os
+import socket
+import sys
 import threading
 
 from ray_adapter.core.embedded.jobs import JobError
@@ -31,6 +34,8 @@ from ray_adapter.core.embedded.jobs import JobError
 #: The Ray version this API answers as (the client checks it is recent enough).
 RAY_VERSION = "2.60.0"
 API_VERSION = "3"
+#: Bytes of a job's log per websocket message of a tail (clients accept 4 MiB by default).
+TAIL_CHUNK = 1 << 20
 
 
 class TokenRequired(RuntimeError):
@@ -53,6 +58,40 @@ def load_token():
             if token:
                 return token
     return None
+
+
+def _peer_uid(request):
+    """The OS user of the process at the other end of a loopback TCP connection (Linux: the
+    client's socket in ``/proc/net/tcp``), or None when it cannot be told."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    ours = transport.get_extra_info("sockname") if transport is not None else None
+    if not peer or not ours:
+        return None
+    wanted = (_proc_address(peer[0], peer[1]), _proc_address(ours[0], ours[1]))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if (fields[1], fields[2]) == wanted:
+                        return int(fields[7])
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    return None
+
+
+def _proc_address(host, port):
+    """``host``:``port`` as ``/proc/net/tcp{,6}`` writes it (each 32-bit word in host order)."""
+    try:
+        raw = socket.inet_pton(socket.AF_INET, host)
+    except OSError:
+        raw = socket.inet_pton(socket.AF_INET6, host.split("%", 1)[0])
+    words = [raw[i:i + 4] for i in range(0, len(raw), 4)]
+    order = sys.byteorder
+    text = "".join(int.from_bytes(w, "big").to_bytes(4, order).hex().upper() for w in words)
+    return f"{text}:{port:04X}"
 
 
 def _loopback(host):
@@ -130,6 +169,11 @@ class JobServer:
         from aiohttp import web
 
         async def check(request):
+            if self._token is None and _peer_uid(request) != os.getuid():
+                return web.Response(status=403, text=(
+                    "Forbidden: this Ray runtime's Jobs API serves its own OS user only (a job "
+                    "runs code as that user); start the runtime with a token (RAY_AUTH_TOKEN) "
+                    "to let others in."))
             if self._token is not None:
                 given = request.headers.get("Authorization") or request.headers.get("X-Ray-Authorization") or ""
                 scheme, _, value = given.partition(" ")
@@ -137,7 +181,8 @@ class JobServer:
                     return web.Response(status=401, text=(
                         "Unauthorized: this Ray runtime requires a token (RAY_AUTH_MODE=token); "
                         "send it as 'Authorization: Bearer <token>'."))
-                if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), self._token):
+                if scheme.lower() != "bearer" or not hmac.compare_digest(
+                        value.strip().encode(errors="replace"), self._token.encode()):
                     return web.Response(status=403, text="Forbidden: the token given is not this Ray runtime's.")
             try:
                 return await handler(request)
@@ -188,22 +233,37 @@ class JobServer:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         loop = asyncio.get_running_loop()
-        chunks = asyncio.Queue()
+        grown = asyncio.Event()
 
-        def callback(text):  # the job's reader thread
-            loop.call_soon_threadsafe(chunks.put_nowait, text)
+        def wake():  # a job thread: the log grew, or the job ended
+            loop.call_soon_threadsafe(grown.set)
 
-        text, following = self._jobs.follow(job_id, callback)
+        # The log is read from its file in pieces of TAIL_CHUNK bytes (an incremental decoder
+        # keeps characters split between pieces whole): a reader that does not keep up holds
+        # no memory here, and no message exceeds a client's limit.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        offset, last = 0, not self._jobs.follow(job_id, wake)
         try:
-            if text:
-                await ws.send_str(text)
-            while following:
-                chunk = await chunks.get()
-                if chunk is None:
+            while True:
+                grown.clear()
+                data = await loop.run_in_executor(None, self._jobs.read_log, job_id, offset, TAIL_CHUNK)
+                if data:
+                    offset += len(data)
+                    text = decoder.decode(data)
+                    if text:
+                        await ws.send_str(text)
+                    continue
+                if last:
                     break
-                await ws.send_str(chunk)
+                if not self._jobs.running(job_id):
+                    last = True  # one more read: what was written before it ended
+                    continue
+                await grown.wait()
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                await ws.send_str(tail)
         finally:
-            self._jobs.unfollow(job_id, callback)
+            self._jobs.unfollow(job_id, wake)
         await ws.close()
         return ws
 

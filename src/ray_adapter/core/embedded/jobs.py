@@ -26,12 +26,16 @@ thread owns the pipe. Followers' callbacks are called outside the lock.
 """
 import json
 import os
+import math
+import re
 import secrets
+import select
 import shutil
 import signal
 import sqlite3
 import string
 import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -39,6 +43,7 @@ import zipfile
 import psutil
 
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
+from ray_adapter.core.process_tree import signal_descendants
 from ray_adapter.core.threads import start_daemon
 
 TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
@@ -48,6 +53,9 @@ _FIELDS = ("submission_id", "status", "entrypoint", "message", "error_type", "st
 _JSON_FIELDS = ("metadata", "runtime_env", "entrypoint_resources")
 #: How much of the log a failed job's message quotes (characters), as Ray's does.
 LOG_TAIL_CHARS = 20000
+#: Seconds the job's output is still read after its runner ended (then it stops regardless).
+OUTPUT_GRACE_S = 5.0
+_SUBMISSION_ID = re.compile(r"^[^/\x00-\x1f]{1,256}$")
 
 
 def _open(directory):
@@ -100,6 +108,38 @@ class JobError(Exception):
     def __init__(self, status, message):
         super().__init__(message)
         self.status = status
+
+
+def _amount(name, value):
+    """A resource amount of a request: a finite, non-negative number (JobError 400 if not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0:
+        raise JobError(400, f"{name} must be a finite, non-negative number, got {value!r}")
+    return value
+
+
+_ENV_FIELDS = {"env_vars", "working_dir", "py_modules", "excludes", "config",
+               "worker_process_setup_hook"}
+
+
+def _checked_env(env):
+    """A submitted job's runtime_env, checked (JobError 400 naming what is wrong)."""
+    if not isinstance(env, dict):
+        raise JobError(400, f"runtime_env must be a dict, got {type(env).__name__}")
+    unsupported = sorted(set(env) - _ENV_FIELDS)
+    if unsupported:
+        raise JobError(400, f"runtime_env fields {unsupported} are not provided for submitted "
+                            "jobs by ray-adapter (env_vars, working_dir, py_modules are)")
+    env_vars = env.get("env_vars") or {}
+    if not isinstance(env_vars, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and "\x00" not in k + v for k, v in env_vars.items()):
+        raise JobError(400, f"runtime_env env_vars must be a dict of strings, got {env_vars!r}")
+    if "working_dir" in env and not isinstance(env["working_dir"], str):
+        raise JobError(400, f"runtime_env working_dir must be a string, got {env['working_dir']!r}")
+    modules = env.get("py_modules") or []
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise JobError(400, f"runtime_env py_modules must be a list of strings, got {modules!r}")
+    return env
 
 
 def _public(record):
@@ -182,33 +222,35 @@ class JobManager:
         """Start a job from ``request`` (Ray's JobSubmitRequest fields); returns its
         submission id. Raises JobError 400 for a bad request or a submission id in use."""
         entrypoint = request.get("entrypoint")
-        if not isinstance(entrypoint, str) or not entrypoint.strip():
-            raise JobError(400, "entrypoint must be a non-empty string")
+        if not isinstance(entrypoint, str) or not entrypoint.strip() or "\x00" in entrypoint:
+            raise JobError(400, "entrypoint must be a non-empty string (without NUL bytes)")
         submission_id = request.get("submission_id") or request.get("job_id") or (
             "raysubmit_" + "".join(secrets.choice(string.ascii_letters + string.digits)
                                    for _ in range(16)))
-        runtime_env = request.get("runtime_env") or {}
-        if not isinstance(runtime_env, dict):
-            raise JobError(400, f"runtime_env must be a dict, got {type(runtime_env).__name__}")
-        unsupported = sorted(set(runtime_env) - {"env_vars", "working_dir", "py_modules", "excludes",
-                                                 "config", "worker_process_setup_hook"})
-        if unsupported:
-            raise JobError(400, f"runtime_env fields {unsupported} are not provided for submitted "
-                                "jobs by ray-adapter (env_vars, working_dir, py_modules are)")
-        resources = dict(request.get("entrypoint_resources") or {})
+        if not isinstance(submission_id, str) or not _SUBMISSION_ID.match(submission_id):
+            raise JobError(400, f"submission_id must be a string without '/' or control "
+                                f"characters, got {submission_id!r}")
+        runtime_env = _checked_env(request.get("runtime_env") or {})
+        metadata = request.get("metadata") or {}
+        if not isinstance(metadata, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise JobError(400, f"metadata must be a dict of strings, got {metadata!r}")
+        resources = request.get("entrypoint_resources") or {}
+        if not isinstance(resources, dict):
+            raise JobError(400, f"entrypoint_resources must be a dict, got {resources!r}")
+        resources = {k: _amount(f"entrypoint_resources[{k!r}]", v) for k, v in resources.items()}
         for key, name in (("entrypoint_num_cpus", "CPU"), ("entrypoint_num_gpus", "GPU"),
                           ("entrypoint_memory", "memory")):
             value = request.get(key)
-            if value is not None and (not isinstance(value, (int, float)) or value < 0):
-                raise JobError(400, f"{key} must be a non-negative number, got {value!r}")
-            if value:
+            if value is not None and _amount(key, value):
                 resources[name] = value
+        resources = {k: v for k, v in resources.items() if v}
         record = {"type": "SUBMISSION", "job_id": None, "submission_id": submission_id,
                   "driver_info": None, "status": "PENDING", "entrypoint": entrypoint,
                   "message": "Job has not started yet. It may be waiting for the runtime "
                              "environment to be set up.",
                   "error_type": None, "start_time": _now_ms(), "end_time": None,
-                  "metadata": dict(request.get("metadata") or {}), "runtime_env": runtime_env,
+                  "metadata": dict(metadata), "runtime_env": runtime_env,
                   "entrypoint_num_cpus": request.get("entrypoint_num_cpus"),
                   "entrypoint_num_gpus": request.get("entrypoint_num_gpus"),
                   "entrypoint_memory": request.get("entrypoint_memory"),
@@ -232,7 +274,8 @@ class JobManager:
         return submission_id
 
     def _run(self, submission_id, record, resources, live):
-        """The job's thread: reserve, start, read its output, record its end."""
+        """The job's thread: reserve, start, wait for its runner, record its end (its output
+        is read by a second thread, :meth:`_pump`)."""
         try:
             if resources:
                 group = self._backend.create_placement_group([resources], "PACK", "", "detached")
@@ -252,33 +295,24 @@ class JobManager:
                              f"up: {exc}", None, error_type="RUNTIME_ENV_SETUP_FAILURE")
                 return
             env[JOB_SUBMISSION_ID_VAR] = submission_id
-            log = open(self.log_path(submission_id), "ab")
             try:
-                with self._lock:
-                    if live.stopping:
-                        stopped = True
-                    else:
-                        stopped = False
-                        live.proc = subprocess.Popen(
-                            ["/bin/bash", "-c", record["entrypoint"]], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                            start_new_session=True, close_fds=True)
-            except OSError as exc:
-                log.close()
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "ray_adapter.core.embedded.job_runner", record["entrypoint"]],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    env=env, cwd=cwd, start_new_session=True, close_fds=True)
+            except (OSError, ValueError) as exc:
                 self._finish(submission_id, live, "FAILED", f"Job failed to start: {exc}", None,
                              error_type="JOB_ENTRYPOINT_COMMAND_START_ERROR")
                 return
-            if stopped:
-                log.close()
-                self._finish(submission_id, live, "STOPPED", "Job was intentionally stopped.", None)
-                return
+            with self._lock:
+                live.proc = proc
+                stopped_meanwhile = bool(live.stopping)
+            if stopped_meanwhile:  # stop() found no process to signal: it is signalled now
+                self._stop_process(proc, self._stop_wait())
             # The process group is noted so that what a killed head leaves can be ended.
             self._update(submission_id, status="RUNNING", message="Job is currently running.",
-                         _group=[live.proc.pid, _started(live.proc.pid)])
-            with log:
-                self._pump(live, log)
-            code = live.proc.wait()
-            self._kill_group(live.proc.pid, signal.SIGKILL)  # what it left behind
+                         _group=[proc.pid, _started(proc.pid)])
+            code = self._watch(submission_id, live)
             if live.stopping == "runtime":
                 self._finish(submission_id, live, "FAILED", "Job failed because the Ray runtime "
                              "that ran it was stopped (ray stop) before the job ended.", code)
@@ -294,24 +328,48 @@ class JobManager:
         except Exception as exc:  # noqa: BLE001 - the job fails, saying why
             self._finish(submission_id, live, "FAILED", f"Job failed: {exc!r}", None)
 
-    def _pump(self, live, log):
-        """Copy the entrypoint's output to its log and its followers until it closes. A chunk
-        is counted in ``written`` after it is in the file: a follower registered before that
-        gets it, one registered after read it from the file (:meth:`follow`)."""
+    def _watch(self, submission_id, live):
+        """Read the job's output (a thread of its own) until its runner has ended; returns the
+        runner's exit status. The runner kills what the entrypoint left before it exits; should
+        something still hold the output pipe after that (the runner was SIGKILLed), it is
+        killed, and after :data:`OUTPUT_GRACE_S` the reading stops regardless."""
+        proc = live.proc
+        stop_read, stop_write = os.pipe()
+        try:
+            with open(self.log_path(submission_id), "ab") as log:
+                pump = start_daemon(self._pump, f"ray-adapter-job-output-{submission_id}",
+                                    (live, log, stop_read))
+                code = proc.wait()
+                self._kill_tree(proc.pid)
+                pump.join(OUTPUT_GRACE_S)
+                if pump.is_alive():
+                    os.write(stop_write, b"x")
+                    pump.join()
+        finally:
+            proc.stdout.close()
+            os.close(stop_read)
+            os.close(stop_write)
+        return code
+
+    def _pump(self, live, log, stop_fd):
+        """Copy the job's output to its log until it closes (or ``stop_fd`` is written), waking
+        the followers after each chunk is in the file (they read it from there, so a follower
+        that reads slowly holds no memory here)."""
         fd = live.proc.stdout.fileno()
         while True:
+            ready, _, _ = select.select([fd, stop_fd], [], [])
+            if fd not in ready:
+                return
             chunk = os.read(fd, 65536)
             if not chunk:
-                break
+                return
             log.write(chunk)
             log.flush()
             with self._lock:
                 live.written += len(chunk)
                 followers = list(live.followers)
-            text = chunk.decode(errors="replace")
-            for follower in followers:
-                follower(text)
-        live.proc.stdout.close()
+            for wake in followers:
+                wake()
 
     def _finish(self, submission_id, live, status, message, code, error_type=None):
         self._update(submission_id, status=status, message=message, end_time=_now_ms(),
@@ -324,8 +382,8 @@ class JobManager:
         with self._lock:
             self._live.pop(submission_id, None)
             followers, live.followers = live.followers, []
-        for follower in followers:
-            follower(None)
+        for wake in followers:
+            wake()
 
     def _tail(self, submission_id):
         try:
@@ -370,8 +428,8 @@ class JobManager:
         return os.path.isdir(self._package_dir(uri))
 
     def _package_dir(self, uri):
-        name = uri.split("://", 1)[-1]
-        if "/" in name or name.startswith(".") or not name.endswith(".zip"):
+        protocol, _, name = uri.partition("://")
+        if protocol != "gcs" or "/" in name or name.startswith(".") or not name.endswith(".zip"):
             raise JobError(400, f"not a package URI ray-adapter serves: {uri!r} (gcs://<name>.zip)")
         return os.path.join(self._packages, name[:-len(".zip")])
 
@@ -409,8 +467,10 @@ class JobManager:
 
     # -- stopping and deleting ---------------------------------------------------------------
     def stop(self, submission_id, grace=None):
-        """Stop the job (SIGTERM to its process group, SIGKILL after ``grace`` seconds); True
-        if it was running, False if it had ended. Raises JobError 404."""
+        """Stop the job (SIGTERM to its process group, which its runner passes on to what left
+        the group; SIGKILL to all of it after ``grace`` seconds, default
+        ``RAY_JOB_STOP_WAIT_TIME_S`` or 3); True if it was running, False if it had ended.
+        Raises JobError 404."""
         self.get(submission_id)
         with self._lock:
             live = self._live.get(submission_id)
@@ -421,16 +481,27 @@ class JobManager:
         if proc is None and group is not None:  # waiting for its resources: it never starts
             self._backend.remove_placement_group(group)
         if proc is not None:
-            self._kill_group(proc.pid, signal.SIGTERM)
-            wait = float(os.environ.get("RAY_JOB_STOP_WAIT_TIME_S", 3)) if grace is None else grace
-            start_daemon(self._kill_later, f"ray-adapter-job-stop-{submission_id}", (proc, wait))
+            self._stop_process(proc, self._stop_wait() if grace is None else grace)
         return True
+
+    @staticmethod
+    def _stop_wait():
+        return float(os.environ.get("RAY_JOB_STOP_WAIT_TIME_S", 3))
+
+    def _stop_process(self, proc, grace):
+        self._kill_group(proc.pid, signal.SIGTERM)
+        start_daemon(self._kill_later, f"ray-adapter-job-stop-{proc.pid}", (proc, grace))
 
     def _kill_later(self, proc, wait):
         try:
             proc.wait(wait)
         except subprocess.TimeoutExpired:
-            self._kill_group(proc.pid, signal.SIGKILL)
+            self._kill_tree(proc.pid)
+
+    def _kill_tree(self, pid):
+        """SIGKILL the runner's descendants (also those that left its group), then its group."""
+        signal_descendants(signal.SIGKILL, pid)
+        self._kill_group(pid, signal.SIGKILL)
 
     @staticmethod
     def _kill_group(pid, signum):
@@ -459,26 +530,36 @@ class JobManager:
         self.get(submission_id)
         return self._read_log(submission_id).decode(errors="replace")
 
-    def follow(self, submission_id, callback):
-        """The log so far, and ``callback(text)`` for each later chunk, ``callback(None)`` at the
-        job's end (never called when it had ended: then the second value is False). Returns
-        ``(text, following)``; :meth:`unfollow` stops it."""
+    def follow(self, submission_id, wake):
+        """Call ``wake()`` (from a job thread; it must not block) whenever the job's log grows
+        and when the job ends; returns False (and never calls it) when the job has ended.
+        Raises JobError 404. :meth:`unfollow` stops it."""
         self.get(submission_id)
         with self._lock:
             live = self._live.get(submission_id)
             if live is not None:
-                live.followers.append(callback)
-                upto = live.written  # later chunks reach the callback, these come from the file
-        data = self._read_log(submission_id)
-        if live is not None:
-            data = data[:upto]
-        return data.decode(errors="replace"), live is not None
+                live.followers.append(wake)
+        return live is not None
 
-    def unfollow(self, submission_id, callback):
+    def unfollow(self, submission_id, wake):
         with self._lock:
             live = self._live.get(submission_id)
-            if live is not None and callback in live.followers:
-                live.followers.remove(callback)
+            if live is not None and wake in live.followers:
+                live.followers.remove(wake)
+
+    def running(self, submission_id):
+        """True while the job has not ended (its log may still grow)."""
+        with self._lock:
+            return submission_id in self._live
+
+    def read_log(self, submission_id, offset, limit):
+        """Up to ``limit`` bytes of the job's log from byte ``offset``."""
+        try:
+            with open(self.log_path(submission_id), "rb") as f:
+                f.seek(offset)
+                return f.read(limit)
+        except FileNotFoundError:
+            return b""
 
     def _read_log(self, submission_id):
         try:
@@ -495,7 +576,7 @@ class JobManager:
         for submission_id, live in lives:
             live.stopping = "runtime"
             if live.proc is not None:
-                self._kill_group(live.proc.pid, signal.SIGKILL)
+                self._kill_tree(live.proc.pid)
             elif live.group is not None:
                 self._backend.remove_placement_group(live.group)
         for _, live in lives:  # each records its end (bounded: its processes are killed)

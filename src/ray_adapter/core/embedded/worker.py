@@ -38,6 +38,7 @@ from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, curr
 from ray_adapter.core.embedded.worker_reading import ReadRole
 from ray_adapter.core.execution import (apply_env, exit_status, function_descriptor, restore_env,
                                         sync_torch_threads, task_failure, with_thread_default)
+from ray_adapter.core.process_tree import become_subreaper
 from ray_adapter.core.threads import start_daemon, unblock_signals
 
 
@@ -414,19 +415,6 @@ class Worker:
 
 
 _SETUP_HOOK = object()  # the exec-queue item that runs the setup hook
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper():
-    """Orphaned descendants (a task's daemonized subprocess) are re-parented to this worker,
-    so it can end them when it ends (Linux only; elsewhere the process group still is)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def run_exit_handlers():

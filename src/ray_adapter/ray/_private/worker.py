@@ -223,6 +223,14 @@ def _running_runtime(address, num_cpus, num_gpus, **node_options):
     found = _runtimes.find_runtime(address)
     if found is not None:
         _refuse_node_options(num_cpus, num_gpus, node_options)
+    elif address not in (None, "local") and not os.environ.get("YR_SERVER_ADDRESS") \
+            and address.rpartition(":")[0].split("://")[-1] in ("127.0.0.1", "localhost"):
+        # The address `ray start` prints, with nothing running there: say so (a Yuanrong cluster
+        # on this machine is named by YR_SERVER_ADDRESS).
+        raise ConnectionError(
+            f"Could not find any running Ray instance at {address}: no runtime of this machine "
+            "has that address (`ray status` shows the running one; `ray start --head` starts "
+            "one). A Yuanrong cluster on this machine is reached with YR_SERVER_ADDRESS.")
     return found
 
 

@@ -115,10 +115,6 @@ class JobDetails:
     driver_agent_http_address: Optional[str] = None
     driver_node_id: Optional[str] = None
     driver_exit_code: Optional[int] = None
-    entrypoint_num_cpus: Optional[Union[int, float]] = None
-    entrypoint_num_gpus: Optional[Union[int, float]] = None
-    entrypoint_memory: Optional[int] = None
-    entrypoint_resources: Optional[Dict[str, float]] = None
 
     @classmethod
     def _from_json(cls, data):
@@ -133,12 +129,14 @@ class JobDetails:
 
 def _api_address(address):
     """The Jobs API's URL for ``address`` (as Ray's client resolves one): None means
-    ``RAY_API_SERVER_ADDRESS`` / ``RAY_ADDRESS``, else ``http://localhost:8265``; ``"auto"``
-    or a runtime's own address (``127.0.0.1:6379``) means that runtime's Jobs API."""
+    ``RAY_API_SERVER_ADDRESS`` / ``RAY_ADDRESS``, else the Jobs API of the runtime ``ray start
+    --head`` runs here, else ``http://localhost:8265``; ``"auto"`` or a runtime's own address
+    (``127.0.0.1:6379``) means that runtime's Jobs API."""
     if address is None:
         address = os.environ.get("RAY_API_SERVER_ADDRESS") or os.environ.get("RAY_ADDRESS") or None
-    if address is None:
-        return DEFAULT_DASHBOARD_ADDRESS
+    if address is None:  # the runtime `ray start --head` runs here, as Ray's CLI finds it
+        record = _runtimes.find_runtime(None)
+        return record["dashboard"] if record and record.get("dashboard") else DEFAULT_DASHBOARD_ADDRESS
     if "://" in address:
         return address.rstrip("/")
     record = _runtimes.find_runtime(address)

@@ -167,8 +167,8 @@ def _start(o):
         raise ValueError(f"--resources must be a JSON object, got {o.resources!r}")
     record = runtimes.start_head(options)
     address, log, dashboard = record["address"], record["log"], record.get("dashboard")
-    jobs = (f"  To submit a Ray job using the Ray Jobs CLI:\n    RAY_ADDRESS='{dashboard}' ray job "
-            "submit --working-dir . -- python my_script.py\n\n" if dashboard else "")
+    jobs = (f"  To submit a Ray job using the Ray Jobs CLI:\n    RAY_API_SERVER_ADDRESS='{dashboard}' "
+            "ray job submit --working-dir . -- python my_script.py\n\n" if dashboard else "")
     print(f"Local node IP: {address.rsplit(':', 1)[0]}\n\n--------------------\nRay runtime started.\n"
           "--------------------\n\nNext steps\n  To connect to this Ray runtime from a driver on "
           "this machine:\n    import ray\n    ray.init()\n\n"
@@ -245,6 +245,8 @@ class _Attached:
         from ray_adapter.ray._private import worker
 
         address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
+        if "://" in address:  # a Jobs API URL (what `ray job` takes): the runtime of this machine
+            address = "auto"
         worker.init(address=address, logging_level="WARNING", log_to_driver=False,
                     _ray_adapter_observer=True)  # a tool's look: no job of its own
         return self
@@ -444,7 +446,10 @@ def _job_logs(o):
 
 def _job_stop(o):
     client = _client(o)
-    client.stop_job(o.job_id)
+    if not client.stop_job(o.job_id):
+        print(f"Job '{o.job_id}' has already ended ({client.get_job_status(o.job_id).value}): "
+              "nothing to stop")
+        return 0
     print(f"Attempting to stop job '{o.job_id}'")
     if o.no_wait:
         return 0
