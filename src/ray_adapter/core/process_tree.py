@@ -9,8 +9,6 @@ Thread-safety: functions of the calling process; no state.
 import os
 import signal
 
-import psutil
-
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -29,6 +27,8 @@ def become_subreaper():
 def signal_descendants(signum, pid=None, outside_group=False):
     """Send ``signum`` to every live descendant of ``pid`` (default: this process); with
     ``outside_group``, only to those that left its process group (the group got it already)."""
+    import psutil  # a worker imports this module for become_subreaper alone
+
     try:
         children = psutil.Process(pid).children(recursive=True)
         group = os.getpgid(pid or 0)

@@ -30,8 +30,6 @@ import shutil
 import tempfile
 import time
 
-import psutil
-
 CURRENT = "current_cluster"
 #: Set in a submitted job's entrypoint (:mod:`.jobs`): the job's runtime env (JSON), which the
 #: driver it starts takes as its job's when it attaches (as Ray's job config carries it).
@@ -70,6 +68,8 @@ def runtime_dir(pid):
 
 def alive(pid):
     """Process ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    import psutil  # only when a runtime is looked for
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:

@@ -15,7 +15,6 @@ from ray_adapter import core as _core
 from ray_adapter import gaps
 from ray_adapter.core import InitOptions, ids
 from ray_adapter.core import relays as _relays
-from ray_adapter.core import runtimes as _runtimes
 from ray_adapter.ray._private import core_access as _core_access
 from ray_adapter.ray._private import local_clusters as _local_clusters
 from ray_adapter.ray._private import log_setup as _log_setup
@@ -220,6 +219,9 @@ def _running_runtime(address, num_cpus, num_gpus, **node_options):
         return None
     if address is not None and address.startswith("ray://"):
         return None
+    # Loaded here, not with `import ray`: a worker process imports ray and never attaches.
+    from ray_adapter.core import runtimes as _runtimes
+
     found = _runtimes.find_runtime(address)
     if found is not None:
         _refuse_node_options(num_cpus, num_gpus, node_options)
