@@ -19,7 +19,7 @@ import time
 import psutil
 import pytest
 
-from conftest import process_alive, run_code
+from conftest import process_alive, run_code, run_python
 
 
 @pytest.fixture
@@ -377,3 +377,40 @@ def test_a_runtime_of_another_version_is_refused_with_a_clear_error(registry):
     refused = run_code("import ray\ntry:\n    ray.init()\nexcept RuntimeError as e:\n    print('refused:', e)",
                        env=registry)
     assert "refused: Version mismatch: the Ray runtime at 127.0.0.1:6379" in refused.stdout, refused.stderr
+
+
+def test_an_attached_drivers_own_modules_reach_its_workers(registry, tmp_path):
+    start_head(registry, "--num-cpus", "2")
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""
+        import ray
+
+        @ray.remote
+        def double(x):
+            return 2 * x
+
+        @ray.remote
+        class Counter:
+            def __init__(self):
+                self.n = 0
+            def add(self):
+                self.n += 1
+                return self.n
+    """))
+    (tmp_path / "settings.py").write_text("VALUE = 'from the driver folder'\n")
+    (tmp_path / "main.py").write_text(textwrap.dedent("""
+        import json, ray
+        from helpers import Counter, double
+        ray.init()
+
+        @ray.remote
+        def setting():
+            import settings  # imported by name in the worker: from the driver's folders
+            return settings.VALUE
+
+        c = Counter.remote()
+        print(json.dumps([ray.get(double.remote(21)), ray.get(c.add.remote()),
+                          ray.get(setting.remote())]))
+    """))
+    done = run_python([str(tmp_path / "main.py")], env=registry, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [42, 1, "from the driver folder"]

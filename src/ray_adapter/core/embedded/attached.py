@@ -31,8 +31,10 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
+from ray_adapter.core.embedded.pool import driver_code_path
 from ray_adapter.core.embedded.protocol import to_payload
 from ray_adapter.core.embedded.worker_core import WorkerCore
+from ray_adapter.core.execution import main_module_name
 from ray_adapter.core.interface import CallContext
 from ray_adapter.core.threads import start_daemon
 
@@ -111,7 +113,8 @@ class AttachedCore(WorkerCore):
             link.send(protocol.AttachHello(protocol.VERSION, os.getpid(), namespace,
                                            pickle.dumps(runtime_env),
                                            bool(record.get("observer")),
-                                           os.environ.get(JOB_SUBMISSION_ID_VAR, "")))
+                                           os.environ.get(JOB_SUBMISSION_ID_VAR, ""),
+                                           driver_code_path(), main_module_name()))
             body, _ = link.channel.recv()
             answer = protocol.worker_decoder.decode(body)
         except ChannelClosed:

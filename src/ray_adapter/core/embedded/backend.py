@@ -122,9 +122,10 @@ class EmbeddedBackend(RuntimeCore):
                                      self.namespace, log_to_driver, node.ip, pickle.dumps(spec.env))
             # An attached driver's: its namespace, its output relayed to it (its own choice of
             # log_to_driver applies there).
-            return protocol.Init(protocol.VERSION, job, node.node_id, worker_id,
-                                 self.drivers.namespace_of(job) or self.namespace, True, node.ip,
-                                 pickle.dumps(spec.env), relay_output=True)
+            namespace, code_path, main_module = self.drivers.identity_of(job) or (self.namespace, "", "")
+            return protocol.Init(protocol.VERSION, job, node.node_id, worker_id, namespace, True,
+                                 node.ip, pickle.dumps(spec.env), relay_output=True,
+                                 code_path=code_path, main_module=main_module)
 
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:

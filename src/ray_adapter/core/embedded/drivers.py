@@ -78,7 +78,8 @@ class AttachedDrivers:
         self._address = address
         self._lock = threading.Lock()
         self._next_job = first_job
-        self._namespaces = {}  # job id -> its namespace (kept after the job: detached actors)
+        self._jobs = {}  # job id -> (namespace, code path, main module), kept after the job
+        #                  (a detached actor of it may restart later)
         #: ``(submission_id, job_id, pid)`` for a submitted job's driver attaching (set by the
         #: head that serves jobs, :mod:`.jobs`); None: nobody asks.
         self.on_submitted_driver = None
@@ -117,7 +118,7 @@ class AttachedDrivers:
         peer.namespace = message.namespace
         if peer.job_id is not None:
             with self._lock:
-                self._namespaces[peer.job_id] = peer.namespace
+                self._jobs[peer.job_id] = (peer.namespace, message.code_path, message.main_module)
                 self._peers[peer.job_id] = peer
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
                                     peer.namespace, self._node.ip, self._address, pickle.dumps(env)))
@@ -135,10 +136,11 @@ class AttachedDrivers:
         self._groups.end_job(peer.job_id)
         self._pool.end_job(peer.job_id)
 
-    def namespace_of(self, job):
-        """The namespace of attached job ``job`` (None if it never attached here)."""
+    def identity_of(self, job):
+        """``(namespace, code_path, main_module)`` of attached job ``job`` (what its workers'
+        ``Init`` carries); None if it never attached here."""
         with self._lock:
-            return self._namespaces.get(job)
+            return self._jobs.get(job)
 
     def output(self, job, message):
         """Lines a worker of job ``job`` printed (:class:`protocol.Output`): to its driver while

@@ -102,6 +102,10 @@ class Init(_Msg):
     #: The worker serves an attached driver's job: its output lines travel as :class:`Output`
     #: messages (the runtime hands them to that driver) instead of to the inherited streams.
     relay_output: bool = False
+    #: That driver's code folders, put first on ``sys.path`` (as Ray gives a job's workers its
+    #: driver's), and its script's module name (``execution.MAIN_MODULE_ENV``).
+    code_path: str = ""
+    main_module: str = ""
 
 
 class Function(_Msg):
@@ -244,6 +248,8 @@ class AttachHello(_Msg):
     runtime_env: bytes = b""
     observer: bool = False  # a tool (``ray status``, ``ray list``): no job of its own
     submission_id: str = ""  # the submitted job (``ray job submit``) whose entrypoint it runs in
+    code_path: str = ""      # its own code folders (os.pathsep-joined), for its job's workers
+    main_module: str = ""    # the module name its script's functions have in workers
 
 
 class TaskDone(_Msg):

@@ -36,8 +36,9 @@ from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocki
                                              write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, current_function
 from ray_adapter.core.embedded.worker_reading import ReadRole
-from ray_adapter.core.execution import (apply_env, exit_status, function_descriptor, restore_env,
-                                        sync_torch_threads, task_failure, with_thread_default)
+from ray_adapter.core.execution import (MAIN_MODULE_ENV, apply_env, exit_status,
+                                        function_descriptor, restore_env, sync_torch_threads,
+                                        task_failure, with_thread_default)
 from ray_adapter.core.process_tree import become_subreaper
 from ray_adapter.core.threads import start_daemon, unblock_signals
 
@@ -205,6 +206,10 @@ class Worker:
                              f"driver, this worker speaks {protocol.VERSION}\n")
             executors.end_process(protocol.VERSION_MISMATCH_EXIT_CODE)
         self.job_id, self.node_id, self.worker_id = message.job_id, message.node_id, message.worker_id
+        if message.code_path:  # an attached driver's job: its code, as Ray's job workers get it
+            sys.path[:0] = [p for p in message.code_path.split(os.pathsep) if p and p not in sys.path]
+        if message.main_module:
+            os.environ[MAIN_MODULE_ENV] = message.main_module
         self.namespace, self.node_ip = message.namespace, message.node_ip
         if message.runtime_env:
             import pickle
