@@ -376,6 +376,12 @@ class ActorManager:
         with self._lock:
             self._actors.pop(actor.actor_id, None)
 
+    def has_actors_of(self, job_id):
+        """True while an actor of attached job ``job_id`` is not dead (a detached one)."""
+        with self._lock:
+            return any(a.options.owner_job == job_id and a.state is not ActorState.DEAD
+                       for a in self._actors.values())
+
     def end_job(self, job_id):
         """The driver of attached job ``job_id`` ended: the non-detached actors it created die
         with it (``OWNER_DIED``), their processes killed, as Ray ends a job's actors."""

@@ -78,8 +78,9 @@ class AttachedDrivers:
         self._address = address
         self._lock = threading.Lock()
         self._next_job = first_job
-        self._jobs = {}  # job id -> (namespace, code path, main module), kept after the job
-        #                  (a detached actor of it may restart later)
+        # job id -> (namespace, code path, main module); kept after the job while an actor of it
+        # lives (a detached one may restart and need a worker of its job)
+        self._jobs = {}
         #: ``(submission_id, job_id, pid)`` for a submitted job's driver attaching (set by the
         #: head that serves jobs, :mod:`.jobs`); None: nobody asks.
         self.on_submitted_driver = None
@@ -135,6 +136,9 @@ class AttachedDrivers:
         self._actors.end_job(peer.job_id)
         self._groups.end_job(peer.job_id)
         self._pool.end_job(peer.job_id)
+        if not self._actors.has_actors_of(peer.job_id):
+            with self._lock:
+                self._jobs.pop(peer.job_id, None)
 
     def identity_of(self, job):
         """``(namespace, code_path, main_module)`` of attached job ``job`` (what its workers'
