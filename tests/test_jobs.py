@@ -344,3 +344,19 @@ def test_another_os_user_is_refused_on_loopback(head):
                             "except Exception as e:\n    print(e.code)"],
                            capture_output=True, text=True, timeout=60)
     assert other.stdout.strip() == "403", other.stderr
+
+
+def test_drivers_run_directly_are_listed_as_driver_jobs(client, head):
+    env, _ = head
+    from test_attach import driver
+
+    job_id = driver(env, "import json, ray\nray.init()\nprint(json.dumps(ray.get_runtime_context().get_job_id()))")
+    listed = client.list_jobs()
+    assert [(j.type, j.job_id, j.submission_id) for j in listed] == [("DRIVER", job_id, None)]
+    wait_until(lambda: client.get_job_info(job_id).status == "SUCCEEDED")
+    info = client.get_job_info(job_id)
+    assert "ray.init()" in info.entrypoint and info.driver_info.id == job_id
+    with pytest.raises(RuntimeError, match="only submitted jobs can be deleted"):
+        client.delete_job(job_id)
+    assert " 0.0/3.0 CPU" in ray_cmd(env, "status").stdout  # the observer made no job
+    assert len(client.list_jobs()) == 1

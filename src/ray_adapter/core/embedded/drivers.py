@@ -81,9 +81,10 @@ class AttachedDrivers:
         # job id -> (namespace, code path, main module); kept after the job while an actor of it
         # lives (a detached one may restart and need a worker of its job)
         self._jobs = {}
-        #: ``(submission_id, job_id, pid)`` for a submitted job's driver attaching (set by the
-        #: head that serves jobs, :mod:`.jobs`); None: nobody asks.
-        self.on_submitted_driver = None
+        #: The head that serves jobs (:mod:`.jobs`) is told of each driver's job: its
+        #: ``driver_attached(submission_id or "", job_id hex, pid)`` and ``driver_ended(job_id
+        #: hex)``; None: nobody asks.
+        self.job_records = None
         self._peers = {}       # job id -> its driver's peer, while attached
 
     def accept(self, connection, pid):
@@ -123,9 +124,9 @@ class AttachedDrivers:
                 self._peers[peer.job_id] = peer
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
                                     peer.namespace, self._node.ip, self._address, pickle.dumps(env)))
-        hook = self.on_submitted_driver
-        if message.submission_id and peer.job_id is not None and hook is not None:
-            hook(message.submission_id, peer.job_id.hex(), message.pid)
+        records = self.job_records
+        if peer.job_id is not None and records is not None:
+            records.driver_attached(message.submission_id, peer.job_id.hex(), message.pid)
 
     def on_exit(self, peer):
         """The driver's connection ended: its job ends (after the peer's references went)."""
@@ -136,6 +137,9 @@ class AttachedDrivers:
         self._actors.end_job(peer.job_id)
         self._groups.end_job(peer.job_id)
         self._pool.end_job(peer.job_id)
+        records = self.job_records
+        if records is not None:
+            records.driver_ended(peer.job_id.hex())
         if not self._actors.has_actors_of(peer.job_id):
             with self._lock:
                 self._jobs.pop(peer.job_id, None)

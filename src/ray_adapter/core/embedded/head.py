@@ -160,7 +160,7 @@ def _serve_jobs(backend, options):
     port = options["port"]
     jobs = JobManager(directory=os.path.join(local_runtimes.registry_dir(), f"jobs-{port}"),
                       address=backend.address, envs=backend.envs, backend=backend)
-    backend.drivers.on_submitted_driver = jobs.driver_attached
+    backend.drivers.job_records = jobs
     server = JobServer(jobs=jobs, host=options.get("dashboard_host") or "127.0.0.1",
                        port=options.get("dashboard_port") or DEFAULT_DASHBOARD_PORT)
     try:

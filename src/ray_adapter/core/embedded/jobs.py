@@ -180,6 +180,7 @@ class JobManager:
         end_orphans(directory)  # what a head killed before left
         self._db = _open(directory)
         self._live = {}
+        self._drivers = {}  # job id (hex) -> the key of its DRIVER record, while it is attached
         self._closed = False
 
     # -- records -----------------------------------------------------------------------------
@@ -204,6 +205,9 @@ class JobManager:
         with self._lock:
             row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
                                    (submission_id,)).fetchone()
+            if row is None:  # a driver's job, by its job id (as Ray's get_job_info takes one)
+                row = self._db.execute("SELECT record FROM jobs WHERE submission_id LIKE ? "
+                                       "ORDER BY created DESC", (f"_driver:{submission_id}:%",)).fetchone()
         if row is None:
             raise JobError(404, f"Job {submission_id} does not exist")
         return _public(json.loads(row[0]))
@@ -414,14 +418,42 @@ class JobManager:
         return env, cwd or os.getcwd()
 
     def driver_attached(self, submission_id, job_id, pid):
-        """The driver a job's entrypoint started attached (:mod:`.drivers`): the record names
-        its job id and process, as Ray's does (the first one, when it starts several)."""
+        """A driver attached (:mod:`.drivers`). One a submitted job's entrypoint started
+        (``submission_id``): that job's record names its job id and process, as Ray's does
+        (the first one, when it starts several). Any other: a DRIVER job of its own is
+        recorded, RUNNING until it ends (:meth:`driver_ended`), as Ray lists drivers."""
+        driver_info = {"id": job_id, "node_ip_address": "127.0.0.1", "pid": str(pid)}
+        if submission_id:
+            with self._lock:
+                row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
+                                       (submission_id,)).fetchone()
+            if row is not None and json.loads(row[0]).get("job_id") is None:
+                self._update(submission_id, job_id=job_id, driver_info=driver_info)
+            return
+        try:
+            import psutil
+
+            entrypoint = " ".join(psutil.Process(pid).cmdline())
+        except Exception:  # noqa: BLE001 - gone already, or not readable
+            entrypoint = ""
+        record = {"type": "DRIVER", "job_id": job_id, "submission_id": None,
+                  "driver_info": driver_info, "status": "RUNNING", "entrypoint": entrypoint,
+                  "message": None, "error_type": None, "start_time": _now_ms(), "end_time": None,
+                  "metadata": {}, "runtime_env": {}, "driver_agent_http_address": None,
+                  "driver_node_id": None, "driver_exit_code": None}
+        key = f"_driver:{job_id}:{record['start_time']}"  # job ids start over with a new head
         with self._lock:
-            row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
-                                   (submission_id,)).fetchone()
-        if row is not None and json.loads(row[0]).get("job_id") is None:
-            self._update(submission_id, job_id=job_id,
-                         driver_info={"id": job_id, "node_ip_address": "127.0.0.1", "pid": str(pid)})
+            self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",
+                             (key, json.dumps(record), time.time()))
+            self._drivers[job_id] = key
+
+    def driver_ended(self, job_id):
+        """A driver recorded by :meth:`driver_attached` detached or died: its job SUCCEEDED
+        (as Ray reports a driver's job once its driver is gone)."""
+        with self._lock:
+            key = self._drivers.pop(job_id, None)
+        if key is not None:
+            self._update(key, status="SUCCEEDED", end_time=_now_ms())
 
     # -- packages (working_dir / py_modules uploads) -------------------------------------------
     def has_package(self, uri):
@@ -513,6 +545,9 @@ class JobManager:
     def delete(self, submission_id):
         """Forget an ended job (its record and log). Raises JobError 404, or 400 while it runs."""
         record = self.get(submission_id)
+        if record["type"] == "DRIVER":
+            raise JobError(400, f"Job '{submission_id}' is a driver's (run directly, not "
+                                "submitted): only submitted jobs can be deleted.")
         if record["status"] not in TERMINAL:
             raise JobError(400, f"Attempted to delete job '{submission_id}', but it is in a "
                                 f"non-terminal state {record['status']}.")
