@@ -259,12 +259,15 @@ class _Attached:
 
 def _status(o):
     from ray_adapter.ray._private import state
+    from ray_adapter.ray._private.core_access import core, translated
 
     with _Attached(o.address):
         nodes = state.nodes()
         total = state.cluster_resources()
         available = state.available_resources()
         demands = _pending_demands()
+        with translated:
+            stored = core().object_store_stats()["bytes_used"]  # what puts and results hold
     now = datetime.datetime.now()
     lines = [f"======== Autoscaler status: {now} ========", "Node status",
              "-" * 63, "Active:"]
@@ -274,7 +277,7 @@ def _status(o):
     for key in sorted(total, key=_resource_order):
         if key.startswith("node:"):
             continue
-        used = total[key] - available.get(key, 0.0)
+        used = stored if key == "object_store_memory" else total[key] - available.get(key, 0.0)
         if key in ("memory", "object_store_memory"):
             lines.append(f" {_bytes(used)}/{_bytes(total[key])} {key}")
         else:
