@@ -20,9 +20,10 @@ Records are rows of an SQLite database that outlives the head (``ray stop`` then
 --head`` on the same port finds them): a job still PENDING or RUNNING when its head went is
 FAILED on the next start, saying so.
 
-Thread-safety: ``_lock`` (a leaf lock) guards the database connection, the live jobs and the
-followers; a job's process is started by the submitting thread outside it, and its reader
-thread owns the pipe. Followers' callbacks are called outside the lock.
+Thread-safety: ``_lock`` (a leaf lock) guards the live jobs, their followers and the attached
+drivers' records; ``_db_lock`` (a leaf lock) guards the database connection and nothing else
+(its I/O is the only work done under it). A job's runner is started by its own thread outside
+both, its output thread owns the pipe, and followers are woken outside the locks.
 """
 import json
 import os
@@ -176,7 +177,8 @@ class JobManager:
         os.makedirs(os.path.join(directory, "logs"), mode=0o700, exist_ok=True)
         self._dir, self._address, self._envs, self._backend = directory, address, envs, backend
         self._packages = os.path.join(envs.package_root(), "job_packages")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()     # leaf: the live jobs, their followers, the drivers
+        self._db_lock = threading.Lock()  # leaf: the database connection (its I/O under it only)
         end_orphans(directory)  # what a head killed before left
         self._db = _open(directory)
         self._live = {}
@@ -185,12 +187,12 @@ class JobManager:
 
     # -- records -----------------------------------------------------------------------------
     def _put(self, record):
-        with self._lock:
+        with self._db_lock:
             self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",
                              (record["submission_id"], json.dumps(record), time.time()))
 
     def _update(self, submission_id, **fields):
-        with self._lock:
+        with self._db_lock:
             row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
                                    (submission_id,)).fetchone()
             if row is None:
@@ -202,7 +204,7 @@ class JobManager:
 
     def get(self, submission_id):
         """The job's record (a dict of Ray's JobDetails fields); raises JobError 404."""
-        with self._lock:
+        with self._db_lock:
             row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
                                    (submission_id,)).fetchone()
             if row is None:  # a driver's job, by its job id (as Ray's get_job_info takes one)
@@ -214,7 +216,7 @@ class JobManager:
 
     def list(self):
         """Every job's record, oldest first."""
-        with self._lock:
+        with self._db_lock:
             rows = self._db.execute("SELECT record FROM jobs ORDER BY created").fetchall()
         return [_public(json.loads(r[0])) for r in rows]
 
@@ -262,17 +264,24 @@ class JobManager:
                   "driver_agent_http_address": None, "driver_node_id": None,
                   "driver_exit_code": None}
         live = _Live()
-        with self._lock:
+        with self._lock:  # live first: a stop that finds the record finds the job too
             if self._closed:
                 raise JobError(503, "the Ray runtime is shutting down")
-            exists = self._db.execute("SELECT 1 FROM jobs WHERE submission_id = ?",
-                                      (submission_id,)).fetchone()
-            if exists:
-                raise JobError(400, f"Job with submission_id {submission_id} already exists. "
-                                    "Please use a different submission_id.")
-            self._db.execute("INSERT INTO jobs VALUES (?, ?, ?)",
-                             (submission_id, json.dumps(record), time.time()))
-            self._live[submission_id] = live
+            taken = submission_id in self._live
+            if not taken:
+                self._live[submission_id] = live
+        with self._db_lock:
+            taken = taken or self._db.execute("SELECT 1 FROM jobs WHERE submission_id = ?",
+                                              (submission_id,)).fetchone() is not None
+            if not taken:
+                self._db.execute("INSERT INTO jobs VALUES (?, ?, ?)",
+                                 (submission_id, json.dumps(record), time.time()))
+        if taken:
+            with self._lock:
+                if self._live.get(submission_id) is live:
+                    del self._live[submission_id]
+            raise JobError(400, f"Job with submission_id {submission_id} already exists. "
+                                "Please use a different submission_id.")
         live.thread = start_daemon(self._run, f"ray-adapter-job-{submission_id}",
                                    (submission_id, record, resources, live))
         return submission_id
@@ -424,7 +433,7 @@ class JobManager:
         recorded, RUNNING until it ends (:meth:`driver_ended`), as Ray lists drivers."""
         driver_info = {"id": job_id, "node_ip_address": "127.0.0.1", "pid": str(pid)}
         if submission_id:
-            with self._lock:
+            with self._db_lock:
                 row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
                                        (submission_id,)).fetchone()
             if row is not None and json.loads(row[0]).get("job_id") is None:
@@ -442,9 +451,10 @@ class JobManager:
                   "metadata": {}, "runtime_env": {}, "driver_agent_http_address": None,
                   "driver_node_id": None, "driver_exit_code": None}
         key = f"_driver:{job_id}:{record['start_time']}"  # job ids start over with a new head
-        with self._lock:
+        with self._db_lock:
             self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",
                              (key, json.dumps(record), time.time()))
+        with self._lock:
             self._drivers[job_id] = key
 
     def driver_ended(self, job_id):
@@ -551,7 +561,7 @@ class JobManager:
         if record["status"] not in TERMINAL:
             raise JobError(400, f"Attempted to delete job '{submission_id}', but it is in a "
                                 f"non-terminal state {record['status']}.")
-        with self._lock:
+        with self._db_lock:
             self._db.execute("DELETE FROM jobs WHERE submission_id = ?", (submission_id,))
         try:
             os.unlink(self.log_path(submission_id))
