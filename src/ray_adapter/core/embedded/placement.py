@@ -158,17 +158,16 @@ class PlacementGroups:
 
     def on_actor_dead(self, actor_id):
         """Non-detached groups an actor created go with it (as in Ray)."""
-        with self._lock:
-            owned = [r.group_id for r in self._records.values()
-                     if r.creator_actor == actor_id and not r.detached and r.state != "REMOVED"]
-        for group_id in owned:
-            self.remove(group_id)
+        self._remove_owned(lambda record: record.creator_actor == actor_id)
 
     def end_job(self, job_id):
         """The driver of attached job ``job_id`` ended: its non-detached groups go (as in Ray)."""
+        self._remove_owned(lambda record: record.owner_job == job_id)
+
+    def _remove_owned(self, owned_by):
         with self._lock:
             owned = [r.group_id for r in self._records.values()
-                     if r.owner_job == job_id and not r.detached and r.state != "REMOVED"]
+                     if owned_by(r) and not r.detached and r.state != "REMOVED"]
         for group_id in owned:
             self.remove(group_id)
 
