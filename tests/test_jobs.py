@@ -1,7 +1,8 @@
 """Ray's job submission against a ``ray start --head`` runtime: the Jobs REST API served by the
 head, driven by the adapter's ``JobSubmissionClient`` and ``ray job`` command, by plain HTTP and,
-where an interpreter with ``ray[default]==2.60.0`` is given (``RAY_REFERENCE_PYTHON``), by real
-Ray's own client and ``ray job`` CLI, unchanged.
+where an interpreter with ``ray==2.60.0`` and its job client's packages (``requests``, ``aiohttp``,
+``pydantic``; ``ray[default]`` has them) is given (``RAY_REFERENCE_PYTHON``), by real Ray's own
+client and ``ray job`` CLI, unchanged.
 
 Real processes only; each test has its own registry (``RAY_TMPDIR``) and dashboard port.
 """
@@ -217,10 +218,11 @@ def test_a_non_loopback_api_needs_a_token(registry, tmp_path):
 
 def _ray_default():
     if not RAY_PYTHON:
-        return "RAY_REFERENCE_PYTHON (an interpreter with ray[default]==2.60.0) is not set"
+        return "RAY_REFERENCE_PYTHON (an interpreter with ray==2.60.0 and its job client) is not set"
     probe = subprocess.run([RAY_PYTHON, "-c", "import requests, aiohttp, ray.job_submission"],
                            capture_output=True)
-    return None if probe.returncode == 0 else "the reference interpreter lacks ray[default]"
+    return None if probe.returncode == 0 else ("the reference interpreter lacks Ray's job client "
+                                               "(pip install requests aiohttp pydantic)")
 
 
 _REAL_CLIENT = """
