@@ -337,28 +337,21 @@ def test_two_heads_racing_for_one_port_end_with_one(registry):
     assert any("already running at 127.0.0.1:6379" in err for _, err in results)
 
 
-@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def _as_nobody(*argv):
+    """``argv`` run as user 65534 (``setpriv``), or None where that cannot be done here."""
+    if os.getuid() != 0 or not shutil.which("setpriv") or not os.path.exists(argv[0]):
+        return None
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+                          capture_output=True, text=True, timeout=60)
+    return None if done.returncode == 127 or "error while loading" in done.stderr else done
+
+
 def test_another_os_user_is_refused_on_loopback(head):
     _, url = head
-    other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                            sys.executable, "-c",
-                            f"import urllib.request as u\ntry:\n    u.urlopen('{url}/api/version')\n"
-                            "except Exception as e:\n    print(e.code)"],
-                           capture_output=True, text=True, timeout=60)
+    # The system's python3 (a venv's may live where that user cannot read).
+    other = _as_nobody("/usr/bin/python3", "-c",
+                       f"import urllib.request as u\ntry:\n    u.urlopen('{url}/api/version')\n"
+                       "except Exception as e:\n    print(e.code)")
+    if other is None:
+        pytest.skip("needs root, setpriv and a python3 another user can run")
     assert other.stdout.strip() == "403", other.stderr
-
-
-def test_drivers_run_directly_are_listed_as_driver_jobs(client, head):
-    env, _ = head
-    from test_attach import driver
-
-    job_id = driver(env, "import json, ray\nray.init()\nprint(json.dumps(ray.get_runtime_context().get_job_id()))")
-    listed = client.list_jobs()
-    assert [(j.type, j.job_id, j.submission_id) for j in listed] == [("DRIVER", job_id, None)]
-    wait_until(lambda: client.get_job_info(job_id).status == "SUCCEEDED")
-    info = client.get_job_info(job_id)
-    assert "ray.init()" in info.entrypoint and info.driver_info.id == job_id
-    with pytest.raises(RuntimeError, match="only submitted jobs can be deleted"):
-        client.delete_job(job_id)
-    assert " 0.0/3.0 CPU" in ray_cmd(env, "status").stdout  # the observer made no job
-    assert len(client.list_jobs()) == 1
