@@ -108,7 +108,9 @@ def _free_port():
 def main():
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     temp = tempfile.mkdtemp(prefix="rab-")
-    env = dict(os.environ, RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0")
+    # Token auth off: Ray 2.60 turns it on for a head when ~/.ray/auth_token exists (the same
+    # loopback set-up for both; the adapter asks for no token on loopback).
+    env = dict(os.environ, RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     port = _free_port()
