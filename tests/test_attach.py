@@ -362,8 +362,11 @@ def test_drivers_coming_and_going_leave_nothing_growing(registry):
     for _ in range(20):
         done = run_code(code, env=registry)
         assert done.returncode == 0, done.stderr
-    # Each job's workers and the reader threads of its driver and workers go with it.
-    wait_until(lambda: all(now <= then for now, then in zip(footprint(), before)), timeout=30)
+    # Each job's workers and the reader threads of its driver and workers go with it: what is
+    # left is the idle set's size (a prestarted worker may come or go), not one per driver.
+    slack = (2, 4, 2)  # threads, descriptors, processes
+    wait_until(lambda: all(now <= then + extra
+                           for now, then, extra in zip(footprint(), before, slack)), timeout=30)
 
 
 def test_a_runtime_of_another_version_is_refused_with_a_clear_error(registry):
