@@ -26,6 +26,8 @@ import sys
 import threading
 import uuid
 
+import msgspec
+
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
@@ -110,6 +112,24 @@ class AttachedCore(WorkerCore):
         job_env = json.loads(os.environ.get(JOB_RUNTIME_ENV_VAR) or "{}")
         runtime_env = dict(job_env, **(options.runtime_env or {}))
         try:
+            answer = self._hello(link, record, namespace, runtime_env)
+        except BaseException:
+            link.channel.close()
+            self.stop_ref_loop()  # the references thread WorkerCore started ends too
+            raise
+        link.job_id, link.node_id, link.worker_id = answer.job_id, answer.node_id, answer.worker_id
+        link.namespace, link.node_ip, link.address = answer.namespace, answer.node_ip, answer.address
+        link.runtime_env = pickle.loads(answer.runtime_env) if answer.runtime_env else {}
+        self._task_id = ids.random_id(ids.TASK_ID_SIZE - ids.JOB_ID_SIZE) + answer.job_id
+        self._reader = start_daemon(self._read, "ray-adapter-attached")
+        return {"address": answer.address, "node_id": answer.node_id.hex(),
+                "node_ip_address": answer.node_ip, "metrics_export_port": None}
+
+    @staticmethod
+    def _hello(link, record, namespace, runtime_env):
+        """Say who this driver is and read the runtime's :class:`protocol.Attached`; raises
+        ConnectionError when it refuses (its reason) or ends first."""
+        try:
             link.send(protocol.AttachHello(protocol.VERSION, os.getpid(), namespace,
                                            pickle.dumps(runtime_env),
                                            bool(record.get("observer")),
@@ -118,20 +138,15 @@ class AttachedCore(WorkerCore):
             body, _ = link.channel.recv()
             answer = protocol.worker_decoder.decode(body)
         except ChannelClosed:
-            link.channel.close()
             raise ConnectionError(f"The Ray runtime at {record['address']} closed the connection "
                                   "before the driver could attach (it may be shutting down).") from None
+        except msgspec.DecodeError as exc:
+            raise ConnectionError(f"Could not attach to the Ray runtime at {record['address']}: "
+                                  f"its answer is not one this ray-adapter reads ({exc}).") from None
         if type(answer) is not protocol.Attached or answer.error:
-            link.channel.close()
             why = answer.error if type(answer) is protocol.Attached else "an unexpected answer"
             raise ConnectionError(f"Could not attach to the Ray runtime at {record['address']}: {why}")
-        link.job_id, link.node_id, link.worker_id = answer.job_id, answer.node_id, answer.worker_id
-        link.namespace, link.node_ip, link.address = answer.namespace, answer.node_ip, answer.address
-        link.runtime_env = pickle.loads(answer.runtime_env) if answer.runtime_env else {}
-        self._task_id = ids.random_id(ids.TASK_ID_SIZE - ids.JOB_ID_SIZE) + answer.job_id
-        self._reader = start_daemon(self._read, "ray-adapter-attached")
-        return {"address": answer.address, "node_id": answer.node_id.hex(),
-                "node_ip_address": answer.node_ip, "metrics_export_port": None}
+        return answer
 
     # -- the connection ----------------------------------------------------------------------
     def _read(self):
