@@ -203,11 +203,6 @@ class AttachedCore(WorkerCore):
                 slot.message, slot.buffers = _Failure(payload), buffers
                 slot.event.set()
 
-    def _call(self, build, callback=None):
-        if self._gone is not None:
-            raise self._gone
-        return WorkerCore._call(self, build, callback)
-
     # -- lifecycle ---------------------------------------------------------------------------
     def shutdown(self):
         """Detach: the runtime ends this driver's job."""

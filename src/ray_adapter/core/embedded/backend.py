@@ -117,15 +117,15 @@ class EmbeddedBackend(RuntimeCore):
         log_to_driver = options.log_to_driver
 
         def init_message(worker_id, node, spec, job):
-            if job is None:  # the runtime's own job
-                return protocol.Init(protocol.VERSION, self.job_id, node.node_id, worker_id,
-                                     self.namespace, log_to_driver, node.ip, pickle.dumps(spec.env))
-            # An attached driver's: its namespace, its output relayed to it (its own choice of
-            # log_to_driver applies there).
-            namespace, code_path, main_module = self.drivers.identity_of(job) or (self.namespace, "", "")
-            return protocol.Init(protocol.VERSION, job, node.node_id, worker_id, namespace, True,
-                                 node.ip, pickle.dumps(spec.env), relay_output=True,
-                                 code_path=code_path, main_module=main_module)
+            job_id, namespace, code_path, main_module = self.job_id, self.namespace, "", ""
+            if job is not None:  # an attached driver's: its output is relayed to it (its own
+                job_id = job     # choice of log_to_driver applies there)
+                namespace, code_path, main_module = (self.drivers.identity_of(job)
+                                                     or (self.namespace, "", ""))
+            return protocol.Init(protocol.VERSION, job_id, node.node_id, worker_id, namespace,
+                                 log_to_driver or job is not None, node.ip, pickle.dumps(spec.env),
+                                 relay_output=job is not None, code_path=code_path,
+                                 main_module=main_module)
 
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:

@@ -48,10 +48,6 @@ from ray_adapter.core.process_tree import signal_descendants
 from ray_adapter.core.threads import start_daemon
 
 TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
-_FIELDS = ("submission_id", "status", "entrypoint", "message", "error_type", "start_time",
-           "end_time", "metadata", "runtime_env", "entrypoint_num_cpus", "entrypoint_num_gpus",
-           "entrypoint_memory", "entrypoint_resources", "driver_exit_code")
-_JSON_FIELDS = ("metadata", "runtime_env", "entrypoint_resources")
 #: How much of the log a failed job's message quotes (characters), as Ray's does.
 LOG_TAIL_CHARS = 20000
 #: Seconds the job's output is still read after its runner ended (then it stops regardless).
@@ -155,14 +151,13 @@ def _now_ms():
 class _Live:
     """A job whose entrypoint runs (or waits for its reservation)."""
 
-    __slots__ = ("proc", "stopping", "group", "followers", "written", "thread")
+    __slots__ = ("proc", "stopping", "group", "followers", "thread")
 
     def __init__(self):
         self.proc = None
         self.stopping = False  # "user" (stop_job) or "runtime" (the head stops)
         self.group = None      # the placement group reserving its entrypoint resources
-        self.followers = []    # callbacks(text or None at the end)
-        self.written = 0       # bytes of its log written and told to the followers
+        self.followers = []    # wake() callbacks: the log grew, or the job ended
         self.thread = None     # the job's own thread (:meth:`JobManager._run`)
 
 
@@ -186,11 +181,6 @@ class JobManager:
         self._closed = False
 
     # -- records -----------------------------------------------------------------------------
-    def _put(self, record):
-        with self._db_lock:
-            self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",
-                             (record["submission_id"], json.dumps(record), time.time()))
-
     def _update(self, submission_id, **fields):
         with self._db_lock:
             row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
@@ -379,7 +369,6 @@ class JobManager:
             log.write(chunk)
             log.flush()
             with self._lock:
-                live.written += len(chunk)
                 followers = list(live.followers)
             for wake in followers:
                 wake()
@@ -440,8 +429,6 @@ class JobManager:
                 self._update(submission_id, job_id=job_id, driver_info=driver_info)
             return
         try:
-            import psutil
-
             entrypoint = " ".join(psutil.Process(pid).cmdline())
         except Exception:  # noqa: BLE001 - gone already, or not readable
             entrypoint = ""
@@ -573,7 +560,7 @@ class JobManager:
     def logs(self, submission_id):
         """The job's whole log so far (text). Raises JobError 404."""
         self.get(submission_id)
-        return self._read_log(submission_id).decode(errors="replace")
+        return self.read_log(submission_id, 0, -1).decode(errors="replace")
 
     def follow(self, submission_id, wake):
         """Call ``wake()`` (from a job thread; it must not block) whenever the job's log grows
@@ -598,18 +585,11 @@ class JobManager:
             return submission_id in self._live
 
     def read_log(self, submission_id, offset, limit):
-        """Up to ``limit`` bytes of the job's log from byte ``offset``."""
+        """Up to ``limit`` bytes (-1: all) of the job's log from byte ``offset``."""
         try:
             with open(self.log_path(submission_id), "rb") as f:
                 f.seek(offset)
                 return f.read(limit)
-        except FileNotFoundError:
-            return b""
-
-    def _read_log(self, submission_id):
-        try:
-            with open(self.log_path(submission_id), "rb") as f:
-                return f.read()
         except FileNotFoundError:
             return b""
 

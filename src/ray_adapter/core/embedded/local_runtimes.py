@@ -160,11 +160,12 @@ def _normal(address):
 def _live(record):
     """The record's runtime runs; a stale record is removed with its directory."""
     pid = record.get("pid")
-    if isinstance(pid, int) and alive(pid) and os.path.exists(record.get("socket", "")):
-        return True
-    if isinstance(pid, int) and not alive(pid):
+    if not isinstance(pid, int):
+        return False
+    if not alive(pid):
         remove_stale(record)
-    return False
+        return False
+    return os.path.exists(record.get("socket", ""))
 
 
 def remove_stale(record):
