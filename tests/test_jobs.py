@@ -355,3 +355,19 @@ def test_another_os_user_is_refused_on_loopback(head):
     if other is None:
         pytest.skip("needs root, setpriv and a python3 another user can run")
     assert other.stdout.strip() == "403", other.stderr
+
+
+def test_uploaded_packages_are_what_the_runtime_would_package(client, tmp_path):
+    work, module = tmp_path / "work", tmp_path / "mymod"
+    work.mkdir()
+    module.mkdir()
+    (work / ".gitignore").write_text("ignored.txt\n")
+    (work / "ignored.txt").write_text("x")
+    (work / "excluded.txt").write_text("x")
+    (work / "kept.txt").write_text("x")
+    (module / "__init__.py").write_text("VALUE = 'from py_modules'\n")
+    job = client.submit_job(
+        entrypoint=sys.executable + " -c \"import os, mymod; print(sorted(os.listdir('.')), mymod.VALUE)\"",
+        runtime_env={"working_dir": str(work), "py_modules": [str(module)], "excludes": ["excluded.txt"]})
+    assert finished(client, job).status == "SUCCEEDED", client.get_job_logs(job)
+    assert client.get_job_logs(job) == "['.gitignore', 'kept.txt'] from py_modules\n"

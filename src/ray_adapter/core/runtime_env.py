@@ -7,6 +7,7 @@ except ``env_vars``, merged per variable. Fields that decide how a worker *proce
 actors with the same key.
 """
 import json
+import os
 import sys
 
 #: Fields that shape a worker process (its environment, cwd, import path and interpreter).
@@ -14,6 +15,7 @@ PROCESS_FIELDS = ("env_vars", "working_dir", "py_modules", "py_executable")
 #: The variable naming a setup hook each worker process of the env runs at start.
 SETUP_HOOK_ENV_VAR = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 SETUP_HOOK_PICKLED = "ray_adapter_func::"
+DEFAULT_EXCLUDES = ".git,.venv,venv,__pycache__"
 
 
 def merge(parent, child):
@@ -74,3 +76,51 @@ def run_setup_hook(environ):
                 f"``ray.init(runtime_env={{'worker_process_setup_hook': {shown}}})``. Please make "
                 "sure the given module exists and is available from ray workers. For more "
                 f"details, see the error trace below.\n{traceback.format_exc()}")
+
+
+def default_excludes():
+    """Ray's default excludes of a packaged directory (``RAY_OVERRIDE_RUNTIME_ENV_DEFAULT_EXCLUDES``
+    replaces them)."""
+    value = os.environ.get("RAY_OVERRIDE_RUNTIME_ENV_DEFAULT_EXCLUDES", DEFAULT_EXCLUDES)
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+def _ignored(path, is_dir, rules):
+    """True if one of ``rules`` (``[(PathSpec, the directory its patterns are relative to)]``)
+    matches ``path`` (a directory also as ``name/``, so directory-only patterns match it)."""
+    for spec, where in rules:
+        rel = os.path.relpath(path, where)
+        if spec.match_file(rel) or (is_dir and spec.match_file(rel + "/")):
+            return True
+    return False
+
+
+def package_files(root, excludes):
+    """``[(relative path, absolute path)]`` of the files under ``root`` that a package of it
+    keeps: not those ``excludes`` (gitignore patterns) or a ``.gitignore`` / ``.rayignore``
+    below it match (``.gitignore`` not with ``RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1``), as Ray
+    packages a ``working_dir`` / ``py_modules`` entry."""
+    import pathspec
+
+    names = (".gitignore", ".rayignore")
+    if os.environ.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") == "1":
+        names = (".rayignore",)
+    out = []
+    stack = [(root, [(pathspec.GitIgnoreSpec.from_lines(list(excludes)), root)])]
+    while stack:
+        folder, rules = stack.pop()
+        rules = list(rules)
+        for name in names:
+            ignore_file = os.path.join(folder, name)
+            if os.path.isfile(ignore_file):
+                with open(ignore_file, encoding="utf-8", errors="replace") as fh:
+                    rules.append((pathspec.GitIgnoreSpec.from_lines(fh.readlines()), folder))
+        for entry in os.scandir(folder):
+            is_dir = entry.is_dir()
+            if _ignored(entry.path, is_dir, rules):
+                continue
+            if is_dir:
+                stack.append((entry.path, rules))
+            else:
+                out.append((os.path.relpath(entry.path, root), entry.path))
+    return out

@@ -35,12 +35,12 @@ import threading
 import zipfile
 
 from ray_adapter.core import errors
-from ray_adapter.core.runtime_env import merge, process_key, py_executable
+from ray_adapter.core.runtime_env import (default_excludes, merge, package_files, process_key,
+                                          py_executable)
 
 PACKAGE_PREFIX = "gcs://_ray_pkg_"
 SESSION_PREFIX = "ray-adapter-session-"
 _MAKING_PREFIX = "ray-adapter-making-"  # a session directory before its lock is held
-DEFAULT_EXCLUDES = ".git,.venv,venv,__pycache__"
 #: The largest package (bytes) Ray accepts; larger ones fail as they do in Ray.
 MAX_PACKAGE_BYTES = 512 * 1024 * 1024
 
@@ -56,49 +56,6 @@ class WorkerSpec:
     def __init__(self, key, env, environ, cwd, py_executable=None):
         self.key, self.env, self.environ, self.cwd = key, env, environ, cwd
         self.py_executable = py_executable
-
-
-def _default_excludes():
-    value = os.environ.get("RAY_OVERRIDE_RUNTIME_ENV_DEFAULT_EXCLUDES", DEFAULT_EXCLUDES)
-    return [x.strip() for x in value.split(",") if x.strip()]
-
-
-def _ignored(path, is_dir, rules):
-    """True if one of ``rules`` (``[(PathSpec, the directory its patterns are relative to)]``)
-    matches ``path`` (a directory also as ``name/``, so directory-only patterns match it)."""
-    for spec, where in rules:
-        rel = os.path.relpath(path, where)
-        if spec.match_file(rel) or (is_dir and spec.match_file(rel + "/")):
-            return True
-    return False
-
-
-def _files(root, excludes):
-    """``[(relative path, absolute path)]`` of the files under ``root`` that are kept."""
-    import pathspec
-
-    names = (".gitignore", ".rayignore")
-    if os.environ.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") == "1":
-        names = (".rayignore",)
-    out = []
-    stack = [(root, [(pathspec.GitIgnoreSpec.from_lines(list(excludes)), root)])]
-    while stack:
-        folder, rules = stack.pop()
-        rules = list(rules)
-        for name in names:
-            ignore_file = os.path.join(folder, name)
-            if os.path.isfile(ignore_file):
-                with open(ignore_file, encoding="utf-8", errors="replace") as fh:
-                    rules.append((pathspec.GitIgnoreSpec.from_lines(fh.readlines()), folder))
-        for entry in os.scandir(folder):
-            is_dir = entry.is_dir()
-            if _ignored(entry.path, is_dir, rules):
-                continue
-            if is_dir:
-                stack.append((entry.path, rules))
-            else:
-                out.append((os.path.relpath(entry.path, root), entry.path))
-    return out
 
 
 def _package_name(files, salt):
@@ -213,7 +170,7 @@ class RuntimeEnvs:
         """Copy ``source`` (a directory, a .zip working_dir, a .py module) into a new package;
         returns its URI. Raises ValueError (as Ray) for one over the size limit."""
         if os.path.isdir(source):
-            files = _files(source, _default_excludes() + list(excludes or ()))
+            files = package_files(source, default_excludes() + list(excludes or ()))
             prefix = os.path.basename(os.path.normpath(source)) if kind == "py_modules" else ""
         elif kind == "working_dir" and source.endswith(".zip"):
             files, prefix = [(os.path.basename(source), source)], None

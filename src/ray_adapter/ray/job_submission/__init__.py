@@ -22,6 +22,7 @@ import zipfile
 from typing import Any, Dict, Optional, Union
 
 from ray_adapter.core import runtimes as _runtimes
+from ray_adapter.core.runtime_env import default_excludes, package_files
 
 __all__ = ["JobSubmissionClient", "JobStatus", "JobErrorType", "JobInfo", "JobDetails",
            "DriverInfo", "JobType"]
@@ -209,18 +210,20 @@ class JobSubmissionClient:
         return ssl.create_default_context(cafile=self._verify if isinstance(self._verify, str) else None)
 
     # -- packages ----------------------------------------------------------------------------
-    def _upload(self, path):
-        """Zip a local directory (or .py file) and upload it once; its ``gcs://`` URI."""
+    def _upload(self, path, kind, excludes):
+        """Zip a local directory (or .py file) and upload it once; its ``gcs://`` URI. The
+        files kept are the ones the runtime's own packaging keeps (``excludes``, Ray's default
+        excludes, ``.gitignore`` / ``.rayignore``); a ``py_modules`` directory keeps its name as
+        the top folder, so it imports by that name, as Ray packages one."""
+        if os.path.isdir(path):
+            files = package_files(path, default_excludes() + list(excludes or ()))
+            prefix = os.path.basename(os.path.normpath(path)) if kind == "py_modules" else ""
+        else:
+            files, prefix = [(os.path.basename(path), path)], ""
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            if os.path.isdir(path):
-                for root, dirs, files in os.walk(path):
-                    dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__", ".venv"))
-                    for name in sorted(files):
-                        full = os.path.join(root, name)
-                        archive.write(full, os.path.relpath(full, path))
-            else:
-                archive.write(path, os.path.basename(path))
+            for rel, full in sorted(files):
+                archive.write(full, os.path.join(prefix, rel))
         data = buffer.getvalue()
         uri = f"gcs://_ray_pkg_{hashlib.sha1(data).hexdigest()[:16]}.zip"
         endpoint = f"/api/packages/gcs/{uri[len('gcs://'):]}"
@@ -232,11 +235,12 @@ class JobSubmissionClient:
 
     def _packaged(self, runtime_env):
         env = dict(runtime_env or {})
+        excludes = env.pop("excludes", None)  # applied here, as Ray drops it after packaging
         if env.get("working_dir") and "://" not in env["working_dir"]:
-            env["working_dir"] = self._upload(env["working_dir"])
+            env["working_dir"] = self._upload(env["working_dir"], "working_dir", excludes)
         if env.get("py_modules"):
-            env["py_modules"] = [m if "://" in m else self._upload(m) for m in env["py_modules"]]
-        env.pop("excludes", None)
+            env["py_modules"] = [m if "://" in m else self._upload(m, "py_modules", excludes)
+                                 for m in env["py_modules"]]
         return env
 
     # -- the API -----------------------------------------------------------------------------
