@@ -70,6 +70,14 @@ def _started(pid):
         return None
 
 
+def _signal_group(pgid, signum):
+    """Send ``signum`` to process group ``pgid`` (gone already: nothing to do)."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def end_orphans(directory):
     """The jobs a head that is gone (SIGKILLed) left PENDING or RUNNING in ``directory``: their
     process groups are killed (each checked to be the one the job started: same leader, same
@@ -85,10 +93,7 @@ def end_orphans(directory):
                 continue
             group = record.pop("_group", None)
             if group and group[1] is not None and _started(group[0]) == group[1]:
-                try:
-                    os.killpg(group[0], signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _signal_group(group[0], signal.SIGKILL)
             record.update(status="FAILED", end_time=_now_ms(),
                           message="Job failed because the Ray runtime's head process that ran it "
                                   "ended (it was stopped or killed) before the job did.")
@@ -518,7 +523,7 @@ class JobManager:
         return float(os.environ.get("RAY_JOB_STOP_WAIT_TIME_S", 3))
 
     def _stop_process(self, proc, grace):
-        self._kill_group(proc.pid, signal.SIGTERM)
+        _signal_group(proc.pid, signal.SIGTERM)
         start_daemon(self._kill_later, f"ray-adapter-job-stop-{proc.pid}", (proc, grace))
 
     def _kill_later(self, proc, wait):
@@ -530,14 +535,7 @@ class JobManager:
     def _kill_tree(self, pid):
         """SIGKILL the runner's descendants (also those that left its group), then its group."""
         signal_descendants(signal.SIGKILL, pid)
-        self._kill_group(pid, signal.SIGKILL)
-
-    @staticmethod
-    def _kill_group(pid, signum):
-        try:
-            os.killpg(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _signal_group(pid, signal.SIGKILL)
 
     def delete(self, submission_id):
         """Forget an ended job (its record and log). Raises JobError 404, or 400 while it runs."""
