@@ -49,8 +49,7 @@ def start(options):
     log_path = os.path.join(logs, f"head-{port}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
     address = f"127.0.0.1:{port}"
     if local_runtimes.find(address) is not None:
-        raise HeadError(f"A Ray runtime is already running at {address} (`ray status`); stop it "
-                        "with `ray stop`, or start this one with another --port.")
+        raise _port_taken(port)
     read_end, write_end = os.pipe()
     with open(log_path, "ab") as log:
         try:
@@ -70,6 +69,11 @@ def start(options):
         raise HeadError(f"The Ray runtime did not start (exit code {proc.returncode}): "
                         f"{_tail(log_path).strip()}\n(its log: {log_path})")
     return dict(json.loads(line[len(b"ready "):]), log=log_path)
+
+
+def _port_taken(port):
+    return HeadError(f"A Ray runtime is already running at 127.0.0.1:{port} (`ray status`); stop "
+                     "it with `ray stop`, or start this one with another --port.")
 
 
 def _head_environment():
@@ -194,9 +198,7 @@ def _serve(ready_fd, options):
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise HeadError(f"A Ray runtime is already running at 127.0.0.1:{options['port']} "
-                        "(`ray status`); stop it with `ray stop`, or start this one with another "
-                        "--port.") from None
+        raise _port_taken(options["port"]) from None
     backend = EmbeddedBackend()
     backend.start(InitOptions(
         num_cpus=options.get("num_cpus"), num_gpus=options.get("num_gpus"),
