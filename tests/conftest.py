@@ -18,7 +18,12 @@ import pytest
 # Every runtime started by this run (in-process, in subprocesses, by `ray start`) registers in
 # a registry directory of this run's own, so that `ray.init("auto")` and a plain `ray.init()`
 # never find another run's runtime (CI runs two suites at once) or a head a developer started.
-_REGISTRY = tempfile.mkdtemp(prefix="ray-adapter-tests-")
+# Made once, by the pytest process: a worker process that imports a test module (a task defined
+# there) imports this file too, and takes the directory it inherited.
+_REGISTRY = os.environ.get("RAY_ADAPTER_TESTS_REGISTRY")
+_OWN_REGISTRY = _REGISTRY is None
+if _OWN_REGISTRY:
+    _REGISTRY = os.environ["RAY_ADAPTER_TESTS_REGISTRY"] = tempfile.mkdtemp(prefix="ray-adapter-tests-")
 os.environ["RAY_TMPDIR"] = _REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,6 +126,8 @@ BACKENDS = ["embedded", "yr-local"]
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if not _OWN_REGISTRY:  # a pytest run started by a test of this one: the outer run's
+        return
     from ray_adapter.core import runtimes
 
     runtimes.stop_heads(force=True)  # what a failed test of `ray start` left
