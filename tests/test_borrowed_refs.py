@@ -29,6 +29,20 @@ def _table(ray):
                 return count()
             time.sleep(0.02)
 
+    def leftover():
+        """What the table still keeps, and who holds it (the message of a failed settle)."""
+        table = backend.objects
+        if not hasattr(table, "_borrows"):  # yr-local's table: the ids are what it can say
+            return [getattr(r, "hex", lambda: r)() for r in list(getattr(table, "_objects", ()))]
+        with table._lock:
+            borrowers = {oid: [f"pid {w.pid} {w.state.name}" for w, held in table._borrows.items()
+                               if oid in held] for oid in table._objects}
+            return [{"id": oid.hex(), "state": e.state.name, "refs": e.refs, "pinned": e.pinned,
+                     "error": e.is_error, "producer": e.producer and e.producer.hex(),
+                     "contained": len(e.contained or ()), "borrowers": borrowers[oid]}
+                    for oid, e in table._objects.items()]
+
+    settle.leftover = leftover
     return count, settle
 
 
@@ -44,7 +58,7 @@ def test_a_ref_nested_in_an_argument_lives_until_the_task_is_done(ray):
     gc.collect()
     assert ray.get(ref, timeout=30) == 1000.0
     del ref
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
 
 
 def test_a_ref_returned_inside_a_value_lives_while_the_driver_holds_it(ray):
@@ -57,10 +71,10 @@ def test_a_ref_returned_inside_a_value_lives_while_the_driver_holds_it(ray):
     outer = make.remote()
     box = ray.get(outer, timeout=30)
     del outer
-    assert settle(1) == 1  # the container is gone; the inner object is still held by `box`
+    assert settle(1) == 1, settle.leftover()  # the container is gone; the inner object is still held by `box`
     assert ray.get(box["inner"]).tolist() == [0, 1, 2, 3, 4]
     del box
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
 
 
 def test_a_worker_holding_a_ref_keeps_it_until_it_drops_it(ray):
@@ -81,10 +95,10 @@ def test_a_worker_holding_a_ref_keeps_it_until_it_drops_it(ray):
 
     keeper = Keeper.remote()
     assert ray.get(keeper.keep.remote([ray.put(np.arange(3))]), timeout=30)
-    assert settle(1) == 1  # only the actor holds it now
+    assert settle(1) == 1, settle.leftover()  # only the actor holds it now
     assert ray.get(keeper.read.remote(), timeout=30) == [0, 1, 2]
     assert ray.get(keeper.drop.remote(), timeout=30)
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
 
 
 def test_containers_hold_what_they_contain_and_frees_cascade(ray):
@@ -93,13 +107,13 @@ def test_containers_hold_what_they_contain_and_frees_cascade(ray):
     middle = ray.put([leaf])
     top = ray.put({"m": middle})
     del leaf, middle
-    assert settle(3) == 3
+    assert settle(3) == 3, settle.leftover()
     inner = ray.get(ray.get(top)["m"])[0]
     assert ray.get(inner).tolist() == [0, 1, 2, 3]
     del inner
-    assert settle(3) == 3
+    assert settle(3) == 3, settle.leftover()
     del top
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
 
 
 def test_a_worker_passes_a_borrowed_ref_on_and_drops_it(ray):
@@ -116,7 +130,7 @@ def test_a_worker_passes_a_borrowed_ref_on_and_drops_it(ray):
         return sum(ray.get(refs))
 
     assert ray.get(relay.remote([ray.put(np.ones(7))]), timeout=60) == 21
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
 
 
 def test_an_actor_handle_stored_in_an_object_keeps_the_actor_until_the_object_is_freed(ray):
@@ -165,9 +179,9 @@ def test_a_dead_workers_borrows_are_released(ray):
 
     keeper = Keeper.remote()
     pid = ray.get(keeper.keep.remote([ray.put(np.ones(10))]), timeout=30)
-    assert settle(1) == 1
+    assert settle(1) == 1, settle.leftover()
     ray.kill(keeper)
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
 
 
 @pytest.mark.embedded_only("yr's local mode keeps every value in its own object store until "
@@ -196,7 +210,7 @@ def test_driver_memory_stays_flat_passing_nested_refs(ray):
             rss.append(me.memory_info().rss)
     ray.get(window, timeout=60)
     del window
-    assert settle() == 0
+    assert settle() == 0, settle.leftover()
     # After the first 500 rounds the driver's memory must not keep growing with the rounds
     # (each round's 1 MB would add 500 MB per sample): allow 100 MB of noise overall.
     assert max(rss) - rss[0] < 100 << 20, [r >> 20 for r in rss]
