@@ -54,7 +54,7 @@ class _Obj:
     """An object id's yr ObjectRef (``index``: element of a multi-return) and its future;
     ``name``: the producing task's name (for the error of a cancel)."""
 
-    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name", "contained", "read")
+    __slots__ = ("ref", "index", "future", "refs", "actor_id", "name", "contained", "read", "nbytes")
 
     def __init__(self, ref, index=None, actor_id=None, name=""):
         self.ref = ref
@@ -65,6 +65,7 @@ class _Obj:
         self.name = name
         self.contained = None  # (refs, handles) its value holds (see .holders)
         self.read = False      # seen by a get, wait, future or dependent call
+        self.nbytes = -1       # bytes of a put's value as stored (-1: a call's result, in yr)
 
 
 def _repr(value):
@@ -97,6 +98,18 @@ def _outcome_error(value, exc):
     return None
 
 
+def fresh_error(error):
+    """A copy of a stored error to raise (its class, args and fields; no traceback). One error
+    object is shared by every reader of an object, and by an actor's every later call once it
+    died: raised itself, it would keep each raise's frames, and the refs in them, alive."""
+    if not isinstance(error, BaseException):
+        return error
+    clone = type(error).__new__(type(error))
+    clone.__dict__.update(error.__dict__)
+    clone.args = error.args
+    return clone
+
+
 def failed_future(future):
     """True for a done future of ours whose object is an error (see ``_value``)."""
     if future.cancelled() or future.exception() is not None:
@@ -109,10 +122,10 @@ def _outcome_box(future):
     """The Box of an object the adapter holds (its future: a stream item, a placement group's
     ready object), waiting for it if it is not there yet (such an argument is rare: a
     pending ``pg.ready()`` makes ``.remote()`` wait for the group)."""
-    try:
-        return future.result()
-    except errors.CoreError as exc:
-        return shell.Box(False, exc)
+    failure = future.exception()  # read, not raised: the error object is shared (see fresh_error)
+    if isinstance(failure, errors.CoreError):
+        return shell.Box(False, failure)
+    return future.result()
 
 
 def fail_futures(futures, error):
@@ -210,9 +223,13 @@ class ObjectTable:
             raise errors.Unserializable("put value", f"{type(exc).__name__}: {exc}", _repr(value)) from None
         oid = self.new_id(self.yr.put(shell.Box(True, packed)))
         held = contents(packed)
-        if held is not None:
-            with self._lock:
-                self._objects[oid].contained = held
+        size = getattr(packed, "nbytes", None)
+        if size is None and isinstance(packed, (bytes, bytearray, str)):
+            size = len(packed)
+        with self._lock:
+            obj = self._objects[oid]
+            obj.contained = held
+            obj.nbytes = -1 if size is None else size
         return oid
 
     def __len__(self):
@@ -284,21 +301,21 @@ class ObjectTable:
 
     def _value(self, obj):
         obj.read = True
-        try:
-            box = obj.future.result()  # get() made it and waited for it
-        except errors.CoreError:
-            raise
-        except Exception as exc:  # a yr-level failure (not the user's code)
-            raise from_yr_error(exc) from None
+        failure = obj.future.exception()  # get() made it and waited for it; read, not raised:
+        if failure is not None:           # the error object is shared (see fresh_error)
+            if isinstance(failure, errors.CoreError):
+                raise fresh_error(failure) from None
+            raise from_yr_error(failure) from None  # a yr-level failure (not the user's code)
+        box = obj.future.result()
         if box is None:  # yr's answer for a cancelled object
             raise errors.TaskCancelled(None)
         if not isinstance(box, shell.Box):
             return box
         if not box.ok:
-            raise box.value
+            raise fresh_error(box.value)
         value = box.value if obj.index is None else box.value[obj.index]
         if type(value) is shell.Box:  # a return a failed generator did not give
-            raise value.value
+            raise fresh_error(value.value)
         return shell.unpack(value)
 
     def _lend_while_blocked(self, futures):
@@ -327,11 +344,11 @@ class ObjectTable:
 
     def _get(self, objs, futures, timeout):
         if len(futures) == 1 and (timeout is None or timeout > 0):
-            try:
-                futures[0].result(timeout)
+            try:  # waits; a failure is not raised here (the error object is shared, see
+                futures[0].exception(timeout)  # fresh_error): _value raises it, mapped, below
             except concurrent.futures.TimeoutError:
                 raise errors.GetTimeout(timeout) from None
-            except Exception:  # the failure is raised, mapped, by _value below
+            except concurrent.futures.CancelledError:
                 pass
         elif timeout is not None and timeout <= 0:
             if not all(f.done() for f in futures):
@@ -618,16 +635,17 @@ class ObjectTable:
 
     # -- state -----------------------------------------------------------------------------
     def states(self, node_ip):
-        """One State API record per object id held (yr keeps the values: sizes unknown)."""
+        """One State API record per object id held (sizes of puts; yr keeps the values of
+        calls' results: -1)."""
         with self._lock:
-            objects = [(oid, obj.future, obj.name) for oid, obj in self._objects.items()]
+            objects = [(oid, obj.future, obj.name, obj.nbytes) for oid, obj in self._objects.items()]
         out = []
-        for oid, future, name in objects:
+        for oid, future, name, nbytes in objects:
             if future is not None and future.done():
                 status = "FINISHED"  # a failed call's result too, as Ray reports it
             else:  # a put (no producing call) is stored at once
                 status = "SUBMITTED_TO_WORKER" if name else "FINISHED"
-            out.append({"object_id": oid.hex(), "object_size": -1, "task_status": status,
+            out.append({"object_id": oid.hex(), "object_size": nbytes, "task_status": status,
                         "attempt_number": 1, "reference_type": "LOCAL_REFERENCE",
                         "call_site": "disabled", "type": "DRIVER", "pid": os.getpid(),
                         "ip": node_ip})

@@ -23,7 +23,7 @@ from ray_adapter.core import errors
 from ray_adapter.core.ids import TASK_ID_SIZE, IdFactory
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.completions import completion_of
-from ray_adapter.core.yuanrong.objects import from_yr_error, settle
+from ray_adapter.core.yuanrong.objects import fresh_error, from_yr_error, settle
 from ray_adapter.core.yuanrong.shell import SINKS, Collected
 
 _item = IdFactory.stream_item
@@ -109,9 +109,11 @@ class Stream:
         future = self.objects.pending_future(_item(self.task_id, cursor))
         if future is not None:
             try:
-                future.result(timeout)
+                failure = future.exception(timeout)
             except concurrent.futures.TimeoutError:
                 raise errors.GetTimeout(timeout) from None
+            if failure is not None:  # a copy: the error object is shared (objects.fresh_error)
+                raise fresh_error(failure) from None
         with self._cond:
             if self.end is not None and self.consumed >= self.end:
                 return None
