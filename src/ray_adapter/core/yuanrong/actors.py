@@ -15,10 +15,15 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo
 from ray_adapter.core.yuanrong import actor_shell, shell
+from ray_adapter.core.yuanrong.completions import completion_of
 from ray_adapter.core.yuanrong.objects import from_yr_error
 
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
+
+#: Deaths that happen where the actor runs and reach the driver in a call's outcome.
+_DEATHS_SEEN_IN_CALLS = frozenset((errors.ActorDeath.CREATION_FAILED, errors.ActorDeath.ARGS_FAILED,
+                                   errors.ActorDeath.CRASHED, errors.ActorDeath.EXITED))
 
 class _Actor:
     """An actor of this driver. Created in two steps: its record (reserving its name) under the
@@ -175,6 +180,7 @@ class ActorTable:
         def invoke():
             ref = actor.call.invoke(meta, packed, *deps)
             objects.release_after(ref, packed)  # what the arguments hold, once the call ended
+            completion_of(ref).add(lambda value, exc: self._death_seen(actor, value))
             return ref
 
         try:
@@ -208,6 +214,21 @@ class ActorTable:
         future.add_done_callback(done)
 
     # -- death -----------------------------------------------------------------------------
+    def _death_seen(self, actor, outcome):
+        """(yr's completion thread.) A call's outcome is how this driver learns that its actor
+        died where it runs: a constructor that raised, a process that ended with no restart
+        left (the shell answers every call with that death). The actor is then dead here too:
+        the State API lists it so, later calls fail at once, its instance is ended."""
+        err = outcome.value if isinstance(outcome, shell.Box) and not outcome.ok else None
+        if not (isinstance(err, errors.ActorDied) and err.actor_id == actor.actor_id
+                and err.cause in _DEATHS_SEEN_IN_CALLS) or actor.dead:
+            return
+        with self._lock:
+            died = self._decide_death(actor, err)
+        if died:
+            self._act_on_death(actor, every_call=False)
+            self._endings.put(self._terminate, actor)
+
     def _terminate(self, actor):
         # Local mode: its env_vars go with it (a process of its own would have ended); its shell
         # is taken first, as yr drops the instance when it ends it.

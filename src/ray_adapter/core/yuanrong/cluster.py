@@ -160,8 +160,9 @@ class ClusterView:
                      "name": a.info.name or "", "node_id": self.node_id.hex() if self.local_mode else None,
                      "pid": os.getpid() if self.local_mode else None, "ray_namespace": a.info.namespace,
                      "required_resources": dict(a.resources), "is_detached": a.detached,
-                     "death_cause": {"reason": a.death.cause.value} if a.death is not None else None,
-                     "num_restarts": 0} for a in actors]
+                     "death_cause": a.death.facts() if a.death is not None else None,
+                     "num_restarts": 0, "num_restarts_due_to_lineage_reconstruction": 0,
+                     "num_restarts_due_to_node_preemption": 0} for a in actors]
         if kind == "objects":
             return self.objects.states(self._node_ip())
         raise NotImplementedError(f"the yuanrong backend records no {kind}")
