@@ -214,3 +214,32 @@ def test_driver_memory_stays_flat_passing_nested_refs(ray):
     # After the first 500 rounds the driver's memory must not keep growing with the rounds
     # (each round's 1 MB would add 500 MB per sample): allow 100 MB of noise overall.
     assert max(rss) - rss[0] < 100 << 20, [r >> 20 for r in rss]
+
+
+def test_a_dead_actors_failed_calls_leave_nothing_behind(ray):
+    """The error of a dead actor's calls is one object (its death); raised to each caller, it
+    must not keep the caller's frames, and the refs in them, alive (yr-local kept them: the
+    shared error's traceback held every failed ``ray.get``'s frames)."""
+    count, settle = _table(ray)
+
+    @ray.remote(max_restarts=0)
+    class Slow:
+        def hold(self, box):
+            time.sleep(1)
+            return len(box)
+
+        def ping(self):
+            return 1
+
+    slow = Slow.remote()
+    ray.get(slow.ping.remote(), timeout=30)
+    refs = [slow.hold.remote([ray.put(np.ones(10))])]
+    ray.kill(slow)
+    refs.append(slow.ping.remote())
+    for ref in refs:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(ref, timeout=30)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(refs, timeout=30)
+    del refs, ref
+    assert settle() == 0, settle.leftover()

@@ -126,6 +126,18 @@ class ActorDied(CoreError):
         self.started = started      # PLACEMENT_GROUP_REMOVED: False if it was never placed
         self.name = self.namespace = self.ip = None  # where it lived: see located()
 
+    def facts(self):
+        """This death as plain data (the State API's actor records; the proxy writes Ray's
+        ``death_cause`` from it): cause, class, pid, exit code, detail, node, group (hex),
+        started, name, namespace, ip, and a failed constructor's traceback text."""
+        creation = self.creation_error
+        return {"cause": self.cause.value, "class_name": self.class_name, "pid": self.pid,
+                "exit_code": self.exit_code, "detail": self.detail, "node_id": self.node_id,
+                "group_id": self.group_id.hex() if isinstance(self.group_id, bytes) else self.group_id,
+                "started": self.started, "name": self.name, "namespace": self.namespace,
+                "ip": self.ip,
+                "creation_error": getattr(creation, "traceback_str", None) if creation is not None else None}
+
     def located(self, name, namespace, ip):
         """Record the dead actor's name (None: unnamed), namespace and node address (None:
         never placed), which Ray's text lists; fields already set are kept."""

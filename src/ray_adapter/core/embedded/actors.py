@@ -32,6 +32,7 @@ restart is over by then and the call runs). ``max_pending_calls`` caps each call
 unfinished calls (PendingCallsLimit). A call whose method raised an exception its
 ``retry_exceptions`` names is run again while its retries last.
 """
+import collections
 import os
 import signal
 import threading
@@ -58,6 +59,10 @@ def creation_task_id(actor_id):
     return b"\xff" * 8 + actor_id
 
 
+#: Dead actors dropped from the table that the State API still lists (Ray's GCS keeps its
+#: destroyed actors up to ``RAY_maximum_gcs_destroyed_actor_cached_count``).
+DEPARTED_KEPT = 10_000
+
 class ActorManager:
     """Actors and their calls, from ``create`` to death (see the module notes)."""
 
@@ -75,6 +80,9 @@ class ActorManager:
         self._actors = {}
         self._calls = {}   # task id -> CallRecord, while not finished
         self._names = {}   # (namespace, name) -> actor id
+        # Dead actors no longer in the table (out of scope, their job ended), newest last:
+        # still listed by the State API, as Ray's GCS keeps destroyed actors (bounded).
+        self._departed = collections.deque(maxlen=DEPARTED_KEPT)
         self.scope = ActorScope(self, self._lock)
 
     # -- creation ----------------------------------------------------------------------------
@@ -373,8 +381,12 @@ class ActorManager:
                 pass
 
     def forget(self, actor):
+        """Drop a dead actor from the table; its record stays listed (without its constructor's
+        arguments) among the last :data:`DEPARTED_KEPT` departed ones."""
         with self._lock:
-            self._actors.pop(actor.actor_id, None)
+            if self._actors.pop(actor.actor_id, None) is not None:
+                actor.args = None
+                self._departed.append(actor)
 
     def has_actors_of(self, job_id):
         """True while an actor of attached job ``job_id`` is not dead (a detached one)."""
@@ -398,9 +410,10 @@ class ActorManager:
         return self._actors.get(actor_id)
 
     def records(self):
-        """``[(record, worker, grant)]`` of every actor, for the State API (a snapshot)."""
+        """``[(record, worker, grant)]`` of every actor, for the State API (a snapshot): the
+        departed dead ones first, then the table's."""
         with self._lock:
-            return [(a, a.worker, a.grant) for a in self._actors.values()]
+            return [(a, a.worker, a.grant) for a in (*self._departed, *self._actors.values())]
 
     def named(self, name, namespace):
         with self._lock:

@@ -282,12 +282,14 @@ class ObjectTable:
 
     def snapshot(self):
         """``[(object_id, ready, is_error, nbytes or -1, pinned, producer)]`` of every object
-        the table holds (the State API's ``list_objects``); one pass under the lock."""
+        someone references (the State API's ``list_objects``: a pending result whose every ref
+        was dropped is kept only until it is sealed, and Ray does not list it); one pass under
+        the lock."""
         with self._lock:
             return [(oid, e.state is ObjectState.READY, e.is_error,
                      getattr(e.data, "nbytes", -1) if e.state is ObjectState.READY else -1,
                      e.pinned, e.producer)
-                    for oid, e in self._objects.items()]
+                    for oid, e in self._objects.items() if e.refs > 0 or e.pinned]
 
     def producer(self, object_id):
         """The id of the task producing ``object_id`` while it is pending, else None."""

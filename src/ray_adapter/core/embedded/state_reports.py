@@ -76,10 +76,11 @@ class StateReports:
                 "pid": worker.pid if worker is not None else None,
                 "ray_namespace": o.namespace, "serialized_runtime_env": None,
                 "required_resources": dict(o.resources),
-                "death_cause": {"reason": death.cause.value} if death is not None else None,
+                "death_cause": death.facts() if death is not None else None,
                 "is_detached": o.detached, "placement_group_id": group.hex() if group else None,
                 "repr_name": "", "num_restarts": actor.num_restarts,
                 "num_restarts_due_to_lineage_reconstruction": 0,
+                "num_restarts_due_to_node_preemption": 0,
                 "creation_task_id": creation_task_id(actor.actor_id).hex()})
         return out
 

@@ -19,8 +19,8 @@ _ACTOR_DEATH_TEXT = {
     ActorDeath.OWNER_DIED: ("The actor is dead because its owner has died: the driver of its job "
                             "ended, and a non-detached actor ends with it."),
     ActorDeath.EXITED: ("The actor is dead because its worker process has died. Worker exit type: "
-                        "INTENDED_USER_EXIT Worker exit detail: the actor called exit_actor(); "
-                        "it exits with code 0."),
+                        "INTENDED_USER_EXIT Worker exit detail: Worker exits by an user request. "
+                        "Worker exits with an exit code 0. exit_actor() is called."),
     ActorDeath.UNKNOWN: ("The actor is dead: it is not known to this runtime (it may belong to a "
                          "runtime that was shut down)."),
 }
@@ -104,8 +104,9 @@ def _hex(value):
     return value.hex() if isinstance(value, bytes) else value
 
 
-def actor_death_text(err):
-    """Ray's ``ActorDiedError`` text for an :class:`ActorDied` (not a creation failure)."""
+def _death_reason(err):
+    """The line of Ray's ``ActorDiedError`` text that says why (its State API record's
+    ``error_message``)."""
     if err.cause is ActorDeath.CRASHED:
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
                   "SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly. Worker exits with "
@@ -123,6 +124,12 @@ def actor_death_text(err):
                   f"group was removed. Placement group id: {_hex(err.group_id)}")
     else:
         reason = _ACTOR_DEATH_TEXT.get(err.cause, "The actor is dead.")
+    return reason
+
+
+def actor_death_text(err):
+    """Ray's ``ActorDiedError`` text for an :class:`ActorDied` (not a creation failure)."""
+    reason = _death_reason(err)
     lines = [ActorDiedError.BASE_ERROR_MSG]
     if err.class_name:
         lines.append(f"\tclass_name: {err.class_name}")
@@ -135,6 +142,42 @@ def actor_death_text(err):
             lines.append(f"\t{label}: {value}")
     lines.append(reason)
     return "\n".join(lines)
+
+
+#: Ray's ``ActorDiedErrorContext.Reason`` of each cause (those that are not a creation failure).
+_DEATH_REASON = {ActorDeath.KILLED: "RAY_KILL", ActorDeath.OUT_OF_SCOPE: "OUT_OF_SCOPE",
+                 ActorDeath.OWNER_DIED: "OWNER_DIED", ActorDeath.EXITED: "WORKER_DIED",
+                 ActorDeath.CRASHED: "WORKER_DIED", ActorDeath.NODE_DIED: "NODE_DIED",
+                 ActorDeath.PLACEMENT_GROUP_REMOVED: "WORKER_DIED"}
+
+
+def death_cause_record(actor_id_hex, facts):
+    """Ray's ``death_cause`` of an actor's State API record (``ActorState.death_cause``) from
+    the facts the runtime reports (:meth:`ActorDied.facts`): ``{"creation_task_failure_context":
+    {...}}`` for a failed constructor or argument, else ``{"actor_died_error_context":
+    {"error_message", "reason", "actor_id", "class_name", "pid", "name", "ray_namespace",
+    "node_ip_address", "never_started"}}``, the message as ``ActorDiedError`` writes it."""
+    cause = ActorDeath(facts["cause"])
+    if cause in (ActorDeath.CREATION_FAILED, ActorDeath.ARGS_FAILED):
+        return {"creation_task_failure_context": {
+            "language": "PYTHON", "formatted_exception_string": facts.get("creation_error") or ""}}
+    err = core_errors.ActorDied(bytes.fromhex(actor_id_hex), cause, facts.get("class_name"),
+                                pid=facts.get("pid"), exit_code=facts.get("exit_code"),
+                                detail=facts.get("detail") or "", node_id=facts.get("node_id"),
+                                group_id=facts.get("group_id"), started=facts.get("started", True))
+    err.located(facts.get("name"), facts.get("namespace"), facts.get("ip"))
+    if cause is ActorDeath.SPAWN_FAILED:
+        return {"runtime_env_failed_context": {"error_message": _death_reason(err)}}
+    context = {"error_message": _death_reason(err),
+               "reason": _DEATH_REASON.get(cause, "UNSPECIFIED"), "actor_id": actor_id_hex,
+               "class_name": facts.get("class_name") or "", "name": facts.get("name") or "",
+               "ray_namespace": facts.get("namespace") or "",
+               "never_started": not facts.get("started", True)}
+    if facts.get("pid") is not None:
+        context["pid"] = facts["pid"]
+    if facts.get("ip"):
+        context["node_ip_address"] = facts["ip"]
+    return {"actor_died_error_context": context}
 
 
 def _worker_crash_text(err):

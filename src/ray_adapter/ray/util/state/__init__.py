@@ -3,8 +3,8 @@
 ``list_actors`` / ``list_nodes`` / ``list_placement_groups`` / ``list_tasks`` /
 ``list_workers`` / ``list_objects`` return Ray's record dataclasses (``ActorState``, ``NodeState``, ...: fields as
 Ray 2.60's, detail-only fields None unless ``detail=True``); ``get_*`` return one record (a
-list of attempts for ``get_task``) or None; ``summarize_tasks`` / ``summarize_actors`` return
-Ray's summary dicts. ``filters`` are ``(column, "=" | "!=", value)`` tuples on filterable
+list of attempts for ``get_task``) or None; ``summarize_tasks`` / ``summarize_actors`` /
+``summarize_objects`` return Ray's summary dicts. ``filters`` are ``(column, "=" | "!=", value)`` tuples on filterable
 columns (strings compare case-insensitively), ``limit`` caps the number of records. The
 ``address``, ``timeout`` and ``raise_on_missing_output`` arguments are accepted: the runtime
 answers in-process, completely. Jobs, logs, runtime envs and cluster events are not provided
@@ -12,6 +12,7 @@ answers in-process, completely. Jobs, logs, runtime envs and cluster events are 
 """
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import core, translated
+from ray_adapter.ray._private.errors import death_cause_record
 from ray_adapter.ray.util.state._schema import (ActorState, NodeState, ObjectState,
                                                 PlacementGroupState, TaskState, WorkerState)
 
@@ -27,6 +28,16 @@ def _records(kind, symbol=None):
             # Provided on another backend; the matrix says why not on this one.
             raise NotImplementedError(str(gaps.attribute_gap_error(
                 "ray.util.state", symbol or f"list_{kind}"))) from None
+
+
+def _actor_record(a):
+    death = a.get("death_cause")
+    if death is None or "cause" not in death:
+        return a
+    facts = dict(death, name=death.get("name") or a.get("name"),  # where the death does not
+                 namespace=death.get("namespace") or a.get("ray_namespace"),  # say it itself
+                 class_name=death.get("class_name") or a.get("class_name"))
+    return dict(a, death_cause=death_cause_record(a["actor_id"], facts))
 
 
 def _node_record(n):
@@ -49,7 +60,7 @@ def _group_record(g):
 
 
 _SOURCES = {
-    "actors": (ActorState, lambda r: r),
+    "actors": (ActorState, _actor_record),
     "nodes": (NodeState, _node_record),
     "placement_groups": (PlacementGroupState, _group_record),
     "tasks": (TaskState, lambda r: r),
@@ -79,16 +90,25 @@ def _matches(record, filters, schema):
     return True
 
 
-def _list(kind, filters, limit, detail):
+def select(kind, raw, filters=None, limit=None, detail=False):
+    """``(records, num_filtered)``: the runtime's raw records ``raw`` of ``kind`` ("actors",
+    "nodes", ...) as Ray's record classes, those matching ``filters`` (see the module notes),
+    at most ``limit`` of them; ``num_filtered`` counts every match. Raises ValueError for a
+    column that cannot be filtered on or an unknown predicate (as Ray does). The REST routes of
+    a ``ray start`` head use it too (:mod:`._rest`)."""
     schema, convert = _SOURCES[kind]
-    out = []
-    for raw in _records(kind):
-        record = convert(raw)
+    out, matched = [], 0
+    for one in raw:
+        record = convert(one)
         if _matches(record, filters, schema):
-            out.append(schema.from_record(record, detail))
-            if limit is not None and len(out) >= limit:
-                break
-    return out
+            matched += 1
+            if limit is None or len(out) < limit:
+                out.append(schema.from_record(record, detail))
+    return out, matched
+
+
+def _list(kind, filters, limit, detail):
+    return select(kind, _records(kind), filters, limit, detail)[0]
 
 
 def list_actors(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
@@ -173,8 +193,59 @@ def summarize_tasks(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_
                     _explain=False):
     """``{"cluster": {"summary": {name: {"func_or_class_name", "type", "state_counts"}},
     "total_tasks", "total_actor_tasks", "total_actor_scheduled", "summary_by": "func_name"}}``."""
+    return task_summary(_records("tasks", "summarize_tasks"))
+
+
+def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
+                     _explain=False):
+    """``{"cluster": {"summary": {class_name: {"class_name", "state_counts"}}, "total_actors",
+    "summary_by": "class"}}``."""
+    return actor_summary(_records("actors"))
+
+
+def summarize_objects(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
+                      _explain=False):
+    """``{"cluster": {"summary": {call_site: {"total_objects", "total_size_mb",
+    "total_num_workers", "total_num_nodes", "task_state_counts", "task_attempt_number_counts",
+    "ref_type_counts"}}, "total_objects", "total_size_mb", "callsite_enabled",
+    "summary_by": "callsite"}}`` of the objects :func:`list_objects` lists (sizes in MiB;
+    call sites are not recorded, so every object is under ``"disabled"``, as in Ray without
+    ``RAY_record_ref_creation_sites``)."""
+    return object_summary(_records("objects", "summarize_objects"))
+
+
+def object_summary(objects):
+    """Ray's object summary (see :func:`summarize_objects`) of the runtime's raw object records."""
+    summary, holders, total, total_mb, callsites = {}, {}, 0, 0.0, True
+    for obj in objects:
+        key = obj.get("call_site") or "disabled"
+        callsites = callsites and key != "disabled"
+        entry = summary.setdefault(key, {"total_objects": 0, "total_size_mb": 0.0,
+                                         "total_num_workers": 0, "total_num_nodes": 0,
+                                         "task_state_counts": {}, "task_attempt_number_counts": {},
+                                         "ref_type_counts": {}})
+        for column, value in (("task_state_counts", obj["task_status"]),
+                              ("task_attempt_number_counts", str(obj["attempt_number"])),
+                              ("ref_type_counts", obj["reference_type"])):
+            entry[column][value] = entry[column].get(value, 0) + 1
+        size = obj.get("object_size", -1)
+        megabytes = size / (1 << 20) if size is not None and size >= 0 else 0.0
+        entry["total_objects"] += 1
+        entry["total_size_mb"] += megabytes
+        total, total_mb = total + 1, total_mb + megabytes
+        workers, nodes = holders.setdefault(key, (set(), set()))
+        workers.add(obj.get("pid"))
+        nodes.add(obj.get("ip"))
+    for key, (workers, nodes) in holders.items():
+        summary[key]["total_num_workers"], summary[key]["total_num_nodes"] = len(workers), len(nodes)
+    return {"cluster": {"summary": summary, "total_objects": total, "total_size_mb": total_mb,
+                        "callsite_enabled": callsites, "summary_by": "callsite"}}
+
+
+def task_summary(tasks):
+    """Ray's task summary (see :func:`summarize_tasks`) of the runtime's raw task records."""
     summary, totals = {}, {"NORMAL_TASK": 0, "ACTOR_TASK": 0, "ACTOR_CREATION_TASK": 0}
-    for task in _records("tasks", "summarize_tasks"):
+    for task in tasks:
         key = task.get("name") or task.get("func_or_class_name")
         entry = summary.setdefault(key, {"func_or_class_name": key, "type": task["type"],
                                          "state_counts": {}})
@@ -186,12 +257,10 @@ def summarize_tasks(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_
                         "summary_by": "func_name"}}
 
 
-def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
-                     _explain=False):
-    """``{"cluster": {"summary": {class_name: {"class_name", "state_counts"}}, "total_actors",
-    "summary_by": "class"}}``."""
+def actor_summary(actors):
+    """Ray's actor summary (see :func:`summarize_actors`) of the runtime's raw actor records."""
     summary = {}
-    actors = _records("actors")
+    actors = list(actors)
     for actor in actors:
         entry = summary.setdefault(actor["class_name"], {"class_name": actor["class_name"],
                                                          "state_counts": {}})
@@ -201,5 +270,5 @@ def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing
 
 __all__ = ["get_actor", "get_node", "get_placement_group", "get_task", "get_worker", "list_actors",
            "list_nodes", "list_objects", "list_placement_groups", "list_tasks", "list_workers",
-           "summarize_actors", "summarize_tasks"]
+           "summarize_actors", "summarize_objects", "summarize_tasks"]
 __getattr__ = gaps.module_getattr("ray.util.state")

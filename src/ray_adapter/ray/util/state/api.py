@@ -12,6 +12,7 @@ from ray_adapter.ray.util.state import (DEFAULT_LIMIT, DEFAULT_RPC_TIMEOUT, Acto
                                         WorkerState, get_actor, get_node, get_placement_group,
                                         get_task, get_worker, list_actors, list_nodes, list_objects,
                                         list_placement_groups, list_tasks, list_workers,
-                                        summarize_actors, summarize_tasks)
+                                        summarize_actors, summarize_objects,
+                                        summarize_tasks)
 
 __getattr__ = gaps.module_getattr("ray.util.state.api")
