@@ -371,3 +371,124 @@ def test_uploaded_packages_are_what_the_runtime_would_package(client, tmp_path):
         runtime_env={"working_dir": str(work), "py_modules": [str(module)], "excludes": ["excluded.txt"]})
     assert finished(client, job).status == "SUCCEEDED", client.get_job_logs(job)
     assert client.get_job_logs(job) == "['.gitignore', 'kept.txt'] from py_modules\n"
+
+
+_STATE_DRIVER = """
+import ray, sys
+ray.init()
+@ray.remote
+class Keeper:
+    def ping(self): return "pong"
+keeper = Keeper.options(name="keeper").remote()
+kept = [ray.put(bytes(1000)) for _ in range(3)]
+group = ray.util.placement_group([{"CPU": 1}])
+ray.get([keeper.ping.remote(), group.ready()])
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _state(url, path):
+    """``(status, body)`` of ``GET url/api/v0/path``."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/v0/{path}") as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as err:
+        return err.code, json.load(err)
+
+
+def test_the_state_api_over_http(head):
+    """The head serves Ray's State REST routes beside the Jobs API: what ``ray.util.state``
+    answers in a driver, wrapped as Ray's dashboard wraps it."""
+    from test_attach import Background
+
+    env, url = head
+    owner = Background(env, _STATE_DRIVER)
+    try:
+        assert owner.line() == "ready"
+        status, body = _state(url, "actors")
+        assert status == 200 and body["result"] is True and body["msg"] == ""
+        listed = body["data"]["result"]
+        assert listed["total"] == listed["num_filtered"] == 1 and listed["partial_failure_warning"] == ""
+        actor = listed["result"][0]
+        assert actor["class_name"] == "Keeper" and actor["state"] == "ALIVE" and actor["name"] == "keeper"
+        assert "death_cause" not in actor  # only the listed columns, as Ray sends them
+        _, body = _state(url, "actors?detail=true&filter_keys=state&filter_predicates=%3D&filter_values=alive")
+        detailed = body["data"]["result"]["result"][0]
+        assert detailed["is_detached"] is False and detailed["num_restarts_due_to_node_preemption"] == 0
+        _, body = _state(url, "actors?filter_keys=state&filter_predicates=%21%3D&filter_values=ALIVE")
+        assert body["data"]["result"]["result"] == [] and body["data"]["result"]["num_filtered"] == 0
+        _, body = _state(url, "objects?limit=2")
+        objects = body["data"]["result"]
+        assert objects["num_filtered"] == 3 and len(objects["result"]) == 2  # the limit cuts
+        _, body = _state(url, "placement_groups")
+        assert [g["state"] for g in body["data"]["result"]["result"]] == ["CREATED"]
+        _, body = _state(url, "tasks/summarize")
+        tasks = body["data"]["result"]["result"]["node_id_to_summary"]["cluster"]
+        assert tasks["summary"]["Keeper.ping"]["state_counts"] == {"FINISHED": 1}
+        _, body = _state(url, "objects/summarize")
+        assert body["data"]["result"]["result"]["node_id_to_summary"]["cluster"]["total_objects"] == 3
+        _, body = _state(url, "jobs")
+        assert [(j["type"], j["status"]) for j in body["data"]["result"]["result"]] == [("DRIVER", "RUNNING")]
+        status, body = _state(url, "actors?filter_keys=nonsense&filter_predicates=%3D&filter_values=1")
+        assert status == 400 and body["result"] is False and "nonsense" in body["msg"]
+        status, body = _state(url, "tasks?limit=10001")
+        assert status == 400 and "exceeds the supported limit" in body["msg"]
+        status, body = _state(url, "runtime_envs")
+        assert status == 501 and "ray.util.state.list_runtime_envs is not supported" in body["msg"]
+    finally:
+        code, _, err = owner.finish()
+    assert code == 0, err
+    _, body = _state(url, "actors")  # the driver's job ended: its actor died with it
+    assert [a["state"] for a in body["data"]["result"]["result"]] == ["DEAD"]
+
+
+_REAL_STATE = """
+import json, sys
+from ray.util import state
+url = sys.argv[1]
+actors = state.list_actors(address=url, detail=True)
+print(json.dumps({
+    "actors": [(a.class_name, a.state, a.is_detached) for a in actors],
+    "get": state.get_actor(actors[0].actor_id, address=url).name,
+    "tasks": sorted({t.name for t in state.list_tasks(address=url, filters=[("state", "=", "FINISHED")])}),
+    "summary": sorted(state.summarize_tasks(address=url)["cluster"]["summary"]),
+    "objects": state.summarize_objects(address=url)["cluster"]["total_objects"],
+    "nodes": [n.state for n in state.list_nodes(address=url)],
+    "workers": sorted({w.worker_type for w in state.list_workers(address=url)}),
+    "jobs": [j.type for j in state.list_jobs(address=url)],
+}))
+"""
+
+
+def test_real_rays_state_sdk_and_cli_read_the_head(head):
+    why = _ray_default()
+    if why:
+        pytest.skip(why)
+    from test_attach import Background
+
+    env, url = head
+    ray_env = {k: v for k, v in os.environ.items() if k not in ("RAY_BACKEND", "RAY_ADDRESS")}
+    ray_env.update(RAY_USAGE_STATS_ENABLED="0")
+    owner = Background(env, _STATE_DRIVER)
+    try:
+        assert owner.line() == "ready"
+        done = subprocess.run([RAY_PYTHON, "-c", _REAL_STATE, url], env=ray_env,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen["actors"] == [["Keeper", "ALIVE", False]] and seen["get"] == "keeper"
+        assert seen["tasks"] == ["Keeper.__init__", "Keeper.ping"]
+        assert seen["summary"] == ["Keeper.__init__", "Keeper.ping"] and seen["objects"] == 3
+        assert seen["nodes"] == ["ALIVE"] and seen["workers"] == ["DRIVER", "WORKER"]
+        assert seen["jobs"] == ["DRIVER"]
+        ray_cli = os.path.join(os.path.dirname(RAY_PYTHON), "ray")
+        listed = subprocess.run([ray_cli, "list", "actors", "--address", url], env=ray_env,
+                                capture_output=True, text=True, timeout=180)
+        assert listed.returncode == 0, listed.stderr
+        assert "Keeper" in listed.stdout and "ALIVE" in listed.stdout and "Total: 1" in listed.stdout
+        summary = subprocess.run([ray_cli, "summary", "tasks", "--address", url], env=ray_env,
+                                 capture_output=True, text=True, timeout=180)
+        assert summary.returncode == 0 and "Keeper.ping" in summary.stdout, summary.stderr
+    finally:
+        owner.finish()

@@ -165,8 +165,11 @@ def _serve_jobs(backend, options):
     jobs = JobManager(directory=os.path.join(local_runtimes.registry_dir(), f"jobs-{port}"),
                       address=backend.address, envs=backend.envs, backend=backend)
     backend.drivers.job_records = jobs
+    routes = {}
+    for name in options.get("http_routes") or ():
+        routes.update(_provider(name)(backend.state, jobs.list))
     server = JobServer(jobs=jobs, host=options.get("dashboard_host") or "127.0.0.1",
-                       port=options.get("dashboard_port") or DEFAULT_DASHBOARD_PORT)
+                       port=options.get("dashboard_port") or DEFAULT_DASHBOARD_PORT, routes=routes)
     try:
         server.start()
     except OSError as exc:
@@ -174,6 +177,16 @@ def _serve_jobs(backend, options):
         raise HeadError(f"The Jobs API cannot listen on {server.url}: {exc}. Is another Ray "
                         "runtime's dashboard there? Choose another --dashboard-port.") from None
     return jobs, server
+
+
+def _provider(name):
+    """The function ``"module:function"`` names: a layer above the core that adds HTTP routes
+    (``ray start`` names the State API's), given by name so that the core imports nothing of
+    it. Called with the runtime's ``state`` and the job list; returns ``{path: handler}``."""
+    import importlib
+
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def _serve(ready_fd, options):

@@ -106,7 +106,7 @@ def _loopback(host):
 class JobServer:
     """The Jobs API of one head on ``host``:``port`` (see the module's notes)."""
 
-    def __init__(self, *, jobs, host, port):
+    def __init__(self, *, jobs, host, port, routes=None):
         token = load_token()
         required = os.environ.get("RAY_AUTH_MODE", "").lower() == "token" or not _loopback(host)
         if required and token is None:
@@ -116,6 +116,9 @@ class JobServer:
                 "Set RAY_AUTH_TOKEN (or write one to ~/.ray/auth_token) and RAY_AUTH_MODE=token "
                 "for the clients, or bind --dashboard-host 127.0.0.1.")
         self._jobs, self._host, self._port = jobs, host, port
+        # More GET routes from the layers above (the State API's): path -> handler(match_info,
+        # query pairs) -> (status, JSON-ready body); run off the event loop (they take locks).
+        self._routes = dict(routes or {})
         self._token = token if required else None
         self._loop = None
         self._runner = None
@@ -139,6 +142,7 @@ class JobServer:
             web.get("/api/packages/{protocol}/{name}", self._has_package),
             web.put("/api/packages/{protocol}/{name}", self._put_package),
         ])
+        app.add_routes([web.get(path, self._served(handler)) for path, handler in self._routes.items()])
         runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(runner.setup())
         # SO_REUSEADDR: a port in TIME_WAIT (a head just stopped) binds; a live listener does not.
@@ -192,6 +196,17 @@ class JobServer:
                 return web.Response(status=400, text=str(exc))
 
         return check
+
+    @staticmethod
+    def _served(handler):
+        from aiohttp import web
+
+        async def serve(request):
+            status, body = await asyncio.get_running_loop().run_in_executor(
+                None, handler, dict(request.match_info), list(request.query.items()))
+            return web.json_response(body, status=status)
+
+        return serve
 
     @staticmethod
     def _json(data):

@@ -162,7 +162,9 @@ def _start(o):
                "include_dashboard": include is None or include.lower() in ("true", "1"),
                "dashboard_host": o.dashboard_host, "dashboard_port": o.dashboard_port,
                "resources": json.loads(o.resources) if o.resources else {},
-               "labels": _labels(o.labels)}
+               "labels": _labels(o.labels),
+               # the State API's REST routes, served beside the Jobs API (`ray list --address`)
+               "http_routes": ["ray_adapter.ray.util.state._rest:routes"]}
     if not isinstance(options["resources"], dict):
         raise ValueError(f"--resources must be a JSON object, got {o.resources!r}")
     record = runtimes.start_head(options)
