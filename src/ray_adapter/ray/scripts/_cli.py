@@ -26,6 +26,10 @@ _GAP = ("ray-adapter: `ray {cmd}` is not provided{why}. The compat matrix says w
 _LIST_KINDS = {"actors": "list_actors", "tasks": "list_tasks", "nodes": "list_nodes",
                "placement-groups": "list_placement_groups", "workers": "list_workers",
                "objects": "list_objects"}
+#: ``ray summary`` resources: (State API function, title, what the table groups by).
+_SUMMARIES = {"tasks": ("summarize_tasks", "Tasks", "func_name"),
+              "actors": ("summarize_actors", "Actors", "class"),
+              "objects": ("summarize_objects", "Object", "callsite")}
 
 
 def main(args=None):
@@ -37,7 +41,8 @@ def main(args=None):
 def run(argv):
     """The ``ray`` command's work; returns its exit status."""
     parser = _parser()
-    if argv and argv[0] not in ("start", "stop", "status", "list", "job", "-h", "--help", "--version"):
+    if argv and argv[0] not in ("start", "stop", "status", "list", "summary", "job", "-h", "--help",
+                                "--version"):
         sys.stderr.write(_GAP.format(cmd=argv[0], why=_why(argv[0])))
         return 1
     options = parser.parse_args(argv)
@@ -101,6 +106,11 @@ def _parser():
     p.add_argument("--detail", action="store_true")
     p.add_argument("-o", "--format", choices=("default", "json", "table"), default="default")
     p.set_defaults(func=_list)
+
+    p = sub.add_parser("summary", help="State API summaries (tasks, actors, objects)")
+    p.add_argument("resource", choices=sorted(_SUMMARIES))
+    p.add_argument("--address", default=None)
+    p.set_defaults(func=_summary)
 
     job = sub.add_parser("job", help="submit and manage jobs (Ray's Jobs API)")
     jobs = job.add_subparsers(dest="job_command", required=True)
@@ -330,6 +340,36 @@ def _list(o):
         records = getattr(state, _LIST_KINDS[o.resource])(
             filters=filters or None, limit=o.limit, detail=o.detail)
     return _print_rows([_plain(r) for r in records], o.format)
+
+
+def _summary(o):
+    """``ray summary tasks|actors|objects``: Ray's summary of the runtime, as Ray prints it
+    (the scalar figures, then a table grouped by function, class or call site)."""
+    from ray_adapter.ray.util import state
+
+    function, title, group = _SUMMARIES[o.resource]
+    with _Attached(o.address):
+        summary = getattr(state, function)()["cluster"]
+    rule = "-" * 36
+    stats = "\n".join(f"{k}: {v}" for k, v in sorted(summary.items())
+                      if k not in ("summary", "summary_by"))
+    print(f"======== {title} Summary: {datetime.datetime.now()} ========\nStats:\n{rule}\n{stats}\n")
+    rows = list(summary["summary"].items())
+    print(f"Table (group by {group}):\n{rule}")
+    if o.resource == "objects":  # one table per call site, under its name
+        for site, entry in rows:
+            print(site)
+            print(_table([{k: _flat(v) for k, v in sorted(entry.items())}]))
+    else:
+        print(_table([{k: _flat(v) for k, v in sorted(entry.items())} for _, entry in rows]))
+    return 0
+
+
+def _flat(value):
+    """A summary's count dict as one cell (``FINISHED: 3, FAILED: 1``)."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return value
 
 
 def _print_rows(rows, style):
