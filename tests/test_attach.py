@@ -7,6 +7,7 @@ directory of its own (``RAY_TMPDIR``), so nothing here sees another test's runti
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -251,6 +252,12 @@ def test_the_ray_command_starts_reports_and_stops_a_head(registry):
     assert listed.returncode == 0, listed.stderr
     actors = json.loads(listed.stdout)
     assert [(a["class_name"], a["name"], a["state"]) for a in actors] == [("Keep", "keep", "ALIVE")]
+    summary = ray_cmd(registry, "summary", "actors")
+    assert summary.returncode == 0, summary.stderr
+    assert "total_actors: 1" in summary.stdout and "Table (group by class):" in summary.stdout
+    assert re.search(r"Keep +ALIVE: 1", summary.stdout), summary.stdout
+    tasks = ray_cmd(registry, "summary", "tasks").stdout
+    assert re.search(r"Keep.__init__ +FINISHED: 1 +ACTOR_CREATION_TASK", tasks), tasks
     assert " 1.0/3.0 CPU" in ray_cmd(registry, "status").stdout
     children = psutil.Process(pid).children(recursive=True)
     assert children  # the head's worker template and workers
