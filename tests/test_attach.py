@@ -354,6 +354,62 @@ def test_an_attached_drivers_tasks_run_in_its_job_and_print_to_it(registry):
     assert "task says" not in quiet.stdout and "task warns" not in quiet.stderr
 
 
+_SUBMITTER = """
+import json, ray, time
+ray.init()
+@ray.remote
+def double(x):
+    return 2 * x
+@ray.remote
+def fan_out(n):  # a worker's own submissions, minted there
+    return sum(ray.get([double.remote(i) for i in range(n)]))
+@ray.remote(max_pending_calls=1)
+class Bounded:
+    def slow(self):
+        time.sleep(0.5)
+        return "done"
+@ray.remote
+class Caller:
+    def call(self, bounded):  # an actor's calls of a bounded actor: refused at .remote()
+        first = bounded.slow.remote()
+        try:
+            bounded.slow.remote()
+            refused = False
+        except ray.exceptions.PendingCallsLimitExceeded:
+            refused = True
+        return refused, ray.get(first)
+refs = [double.remote(i) for i in range(200)]
+job = refs[0].job_id().hex()
+values = ray.get(refs)
+b = Bounded.remote()
+first = b.slow.remote()
+try:
+    b.slow.remote()
+    refused = False
+except ray.exceptions.PendingCallsLimitExceeded:
+    refused = True
+ray.get(first)
+print(json.dumps([values == [2 * i for i in range(200)], job, ray.get(fan_out.remote(50)),
+                  refused, ray.get(Caller.remote().call.remote(b))]))
+"""
+
+
+def test_submissions_minted_by_drivers_and_workers(registry):
+    """Attached drivers and workers mint their own task ids and send submissions without
+    waiting: many at once from several processes all run, their objects are their job's, and
+    a bounded actor's calls are still refused by ``.remote()`` itself."""
+    start_head(registry, "--num-cpus", "2")
+    drivers = [Background(registry, _SUBMITTER) for _ in range(3)]  # at once
+    outputs = [d.finish(timeout=120) for d in drivers]
+    for code, out, err in outputs:
+        assert code == 0, err
+    seen = [json.loads(out.splitlines()[-1]) for _, out, _ in outputs]
+    assert sorted(s[1] for s in seen) == ["01000000", "02000000", "03000000"]
+    for ok, _, fanned, refused, from_actor in seen:
+        assert ok and fanned == sum(2 * i for i in range(50)) and refused
+        assert from_actor == [True, "done"]
+
+
 def test_drivers_coming_and_going_leave_nothing_growing(registry):
     start_head(registry, "--num-cpus", "2")
     head = psutil.Process(head_pid(registry))

@@ -47,10 +47,18 @@ class IdFactory:
         self.job = job
         self._salt = os.urandom(8)  # per runtime: ids of two runtimes never collide
         self._counter = itertools.count(1)
+        self._callers = itertools.count(1)
 
     def _unique(self, n):
         # itertools.count's next() is atomic under the GIL: no lock, no syscall per id.
         return next(self._counter).to_bytes(4, "little") + self._salt[: n - 4]
+
+    def caller_salt(self):
+        """4 bytes for one worker or attached driver to mint the ids of its own tasks and
+        actor calls with (:func:`caller_task_id`): distinct from every other caller's and from this
+        runtime's own, so no two ids collide (until 2**32 callers)."""
+        base = int.from_bytes(self._salt[:4], "little")
+        return ((base + next(self._callers)) % (1 << 32)).to_bytes(4, "little")
 
     def actor(self):
         return self._unique(12) + self.job
@@ -75,3 +83,10 @@ class IdFactory:
 
     def put(self):
         return self.task() + (0).to_bytes(4, "little")
+
+
+def caller_task_id(counter, salt, actor_id=None, job=None):
+    """The task id of a caller's ``counter``-th submission, minted by the caller with the
+    ``salt`` its runtime gave it (:meth:`IdFactory.caller_salt`), laid out as
+    :meth:`IdFactory.task`'s: a call of ``actor_id``, else a task of job ``job``."""
+    return counter.to_bytes(4, "little") + salt + (actor_id if actor_id else _NO_ACTOR + job)

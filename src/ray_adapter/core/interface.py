@@ -47,6 +47,10 @@ class TaskOptions:
     # a per-method override of the actor's max_task_retries (None: the actor's).
     concurrency_group: Optional[str] = None
     max_task_retries: Optional[int] = None
+    # Actor calls only: the actor bounds its pending calls (max_pending_calls), so a call over
+    # the bound must be refused by the submission itself (PendingCallsLimit); a core that
+    # sends calls without waiting for their acceptance waits for this one's.
+    refused_at_submit: bool = False
 
 
 class SerializedMeta(bytes):

@@ -211,7 +211,9 @@ def _create(actor_class, args, kwargs):
     options = actor_class._default_options
     meta = {"class_name": cls.__name__, "module": cls.__module__, "methods": actor_class._ray_methods,
             "class_key": key, "generators": actor_class._ray_generators,
-            "concurrency_groups": dict(options.get("concurrency_groups") or {})}
+            "concurrency_groups": dict(options.get("concurrency_groups") or {}),
+            # calls over max_pending_calls are refused by .remote() itself (see TaskOptions)
+            "pending_limit": (options.get("max_pending_calls") or -1) > 0}
     opts = _options.actor_options(options, cls, meta, actor_class._ray_is_async)
     if opts.scheduling is None or (opts.scheduling.in_group and opts.scheduling.capture is None):
         opts = _placement.with_capture(core, opts, opts.resources, cls.__qualname__,

@@ -445,10 +445,12 @@ class ActorManager:
             self._calls.clear()
             self._names.clear()
 
-    def submit_call(self, actor_id, method, args, deps, options, carried=(), caller=None):
+    def submit_call(self, actor_id, method, args, deps, options, carried=(), caller=None,
+                    task_id=None):
         """Queue a method call; returns its return ids (``[]`` for ``num_returns=0``; one id,
-        the completion, for a streaming call). Raises PendingCallsLimit."""
-        task_id = self._ids.task(actor_id)
+        the completion, for a streaming call). ``task_id``: minted by the caller (None: here).
+        Raises PendingCallsLimit."""
+        task_id = task_id or self._ids.task(actor_id)
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
@@ -466,7 +468,11 @@ class ActorManager:
                 actor.unfinished[caller] = count + 1
                 call.counted = True
         if deps or args.refs:  # top-level and nested argument refs, until it finishes
-            self._objects.hold(deps, args.refs)
+            try:
+                self._objects.hold(deps, args.refs)
+            except errors.ObjectFreed:
+                self._uncount(call)  # refused: it does not count against max_pending_calls
+                raise
         self._objects.create(return_ids, 1 if num_returns else 0, task_id)
         self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method)
         if streaming:
@@ -611,19 +617,24 @@ class ActorManager:
             self._flush(actor)  # refill the window once half of it is done (large writes)
         self.scope.end_if_idle(actor)
 
+    def _uncount(self, call):
+        """``call`` no longer counts among its caller's unfinished calls (max_pending_calls)."""
+        if not call.counted:
+            return
+        call.counted = False
+        with self._lock:
+            unfinished = call.actor.unfinished
+            left = unfinished.get(call.caller, 0) - 1
+            if left > 0:
+                unfinished[call.caller] = left
+            else:
+                unfinished.pop(call.caller, None)
+
     def _finish_call(self, call, datas, is_error, cancelled=False):
         nested = call.args.refs if call.args is not None else ()
         call.args = None  # its arguments (shared buffers among them) are not needed any more
         self._events.finished(call.task_id, not is_error)
-        if call.counted:
-            call.counted = False
-            with self._lock:
-                unfinished = call.actor.unfinished
-                left = unfinished.get(call.caller, 0) - 1
-                if left > 0:
-                    unfinished[call.caller] = left
-                else:
-                    unfinished.pop(call.caller, None)
+        self._uncount(call)
         if call.deps or nested:
             self._objects.release(call.deps, nested)
         self.scope.uncarry(call.carried)

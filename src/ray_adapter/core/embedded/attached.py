@@ -53,6 +53,7 @@ class _Link:
     def __init__(self, sock):
         self.channel = Channel(sock)
         self.job_id = self.node_id = self.worker_id = None
+        self.id_salt = b""
         self.namespace = self.node_ip = self.address = ""
         self.runtime_env = {}
 
@@ -120,6 +121,7 @@ class AttachedCore(WorkerCore):
         link.job_id, link.node_id, link.worker_id = answer.job_id, answer.node_id, answer.worker_id
         link.namespace, link.node_ip, link.address = answer.namespace, answer.node_ip, answer.address
         link.runtime_env = pickle.loads(answer.runtime_env) if answer.runtime_env else {}
+        link.id_salt = answer.id_salt
         self._task_id = ids.random_id(ids.TASK_ID_SIZE - ids.JOB_ID_SIZE) + answer.job_id
         self._reader = start_daemon(self._read, "ray-adapter-attached")
         return {"address": answer.address, "node_id": answer.node_id.hex(),

@@ -125,7 +125,7 @@ class EmbeddedBackend(RuntimeCore):
             return protocol.Init(protocol.VERSION, job_id, node.node_id, worker_id, namespace,
                                  log_to_driver or job is not None, node.ip, pickle.dumps(spec.env),
                                  relay_output=job is not None, code_path=code_path,
-                                 main_module=main_module)
+                                 main_module=main_module, id_salt=self.ids.caller_salt())
 
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:
@@ -147,7 +147,7 @@ class EmbeddedBackend(RuntimeCore):
         self.service = DriverService(self)
         self.drivers = AttachedDrivers(pool=self.pool, node=node, envs=self.envs, actors=self.actors,
                                        groups=self.groups, arena=self.arena, address=self.address,
-                                       first_job=1 if self.headless else 2)
+                                       first_job=1 if self.headless else 2, ids=self.ids)
         self._handlers = self._message_handlers()
         self._started = True
         _running.add(self)  # stopped at exit (one atexit handler for every session)
@@ -394,17 +394,20 @@ class EmbeddedBackend(RuntimeCore):
         ser = serialize_args(args, kwargs)
         return self.submit_serialized(function_key, ser, self._deps_of(args, kwargs), options)
 
-    def submit_serialized(self, key, args, deps, options, parent=None, owner=None, parent_task=None):
+    def submit_serialized(self, key, args, deps, options, parent=None, owner=None, parent_task=None,
+                          task_id=None):
         """``parent``: the runtime-env spec of the submitting worker; ``owner``: that worker
         (its tasks are cancelled when its process dies, as Ray fate-shares them);
         ``parent_task``: the id of the task that submits it (``ray.cancel`` of that task, with
-        ``recursive=True``, cancels this one too)."""
+        ``recursive=True``, cancels this one too); ``task_id``: minted by the submitter (None:
+        here)."""
         # Refs pickled inside ``args`` (``args.refs``) are held with the top-level ones until
         # the task finishes: by then the worker that unpickled them has reported its borrow.
         env = self.envs.effective(options.runtime_env, parent)  # None: the job's
         if env is not options.runtime_env:
             options = dataclasses.replace(options, runtime_env=env)
-        return self.tasks.submit(key, args, deps, options, tuple(args.handles), owner, parent_task)
+        return self.tasks.submit(key, args, deps, options, tuple(args.handles), owner, parent_task,
+                                 task_id)
 
     def cancel(self, object_id, force, recursive):
         self._check_started()
@@ -430,10 +433,11 @@ class EmbeddedBackend(RuntimeCore):
         ser = serialize_args(args, kwargs)
         return self.call_serialized(actor_id, method_name, ser, self._deps_of(args, kwargs), options)
 
-    def call_serialized(self, actor_id, method, args, deps, options, caller=None):
-        """A method call from ``caller`` (a worker handle; None: the driver)."""
+    def call_serialized(self, actor_id, method, args, deps, options, caller=None, task_id=None):
+        """A method call from ``caller`` (a worker handle; None: the driver); ``task_id``: the
+        id the caller minted for it (None: minted here)."""
         return self.actors.submit_call(actor_id, method, args, deps, options,
-                                       tuple(args.handles), caller)
+                                       tuple(args.handles), caller, task_id)
 
     def add_actor_handle(self, actor_id):
         self.actors.scope.add_handle(actor_id)

@@ -68,12 +68,13 @@ class AttachedDrivers:
     """Takes drivers on (``accept``, from the attach server's thread), answers their
     :class:`protocol.AttachHello` and ends their jobs when they go."""
 
-    def __init__(self, *, pool, node, envs, actors, groups, arena, address, first_job):
+    def __init__(self, *, pool, node, envs, actors, groups, arena, address, first_job, ids):
         """Collaborators: the ``pool`` (which reads each peer), the head ``node``, the runtime
         ``envs`` (a job's packages and worker spec), the ``actors`` and placement ``groups``
         (ended with a job), the shared-memory ``arena`` (values sent to a driver), the
-        runtime's ``address``; job ids start at ``first_job``."""
-        self._pool, self._node, self._envs = pool, node, envs
+        runtime's ``address``, its ``ids`` (each driver's salt for its calls' ids); job ids
+        start at ``first_job``."""
+        self._pool, self._node, self._envs, self._ids = pool, node, envs, ids
         self._actors, self._groups, self._arena = actors, groups, arena
         self._address = address
         self._lock = threading.Lock()
@@ -123,7 +124,8 @@ class AttachedDrivers:
                 self._jobs[peer.job_id] = (peer.namespace, message.code_path, message.main_module)
                 self._peers[peer.job_id] = peer
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
-                                    peer.namespace, self._node.ip, self._address, pickle.dumps(env)))
+                                    peer.namespace, self._node.ip, self._address, pickle.dumps(env),
+                                    id_salt=self._ids.caller_salt()))
         records = self.job_records
         if peer.job_id is not None and records is not None:
             records.driver_attached(message.submission_id, peer.job_id.hex(), message.pid)

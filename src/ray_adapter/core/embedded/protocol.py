@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 10
+VERSION = 11
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -106,6 +106,8 @@ class Init(_Msg):
     #: driver's), and its script's module name (``execution.MAIN_MODULE_ENV``).
     code_path: str = ""
     main_module: str = ""
+    #: The salt this process mints its tasks' and actor calls' ids with (``ids.caller_task_id``).
+    id_salt: bytes = b""
 
 
 class Function(_Msg):
@@ -224,6 +226,7 @@ class Attached(_Msg):
     address: str
     runtime_env: bytes = b""  # the pickled job runtime env, packaged
     error: str = ""           # why the driver cannot attach (then nothing else is set)
+    id_salt: bytes = b""      # as Init's
 
 
 ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply,
@@ -362,6 +365,7 @@ class SubmitTaskReq(_Msg):
     deps: List[bytes]
     options: TaskOptionsWire
     parent: bytes = b""    # the task id of the call that submits it (b"": none; see cancel)
+    task_id: bytes = b""   # minted by the caller: as CallActorReq's
 
 
 class CreateActorReq(_Msg):
@@ -385,6 +389,10 @@ class CallActorReq(_Msg):
     group: str = ""
     max_task_retries: int = -2  # -2: the actor's
     retry_exceptions: bytes = b""
+    #: Minted by the caller (``ids.caller_task_id``): nothing is answered; the return ids are
+    #: the caller's (lent), and a refusal fails them instead of being raised. Empty: the
+    #: runtime mints it and replies with the return ids.
+    task_id: bytes = b""
 
 
 class PutReq(_Msg):

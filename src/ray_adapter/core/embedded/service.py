@@ -10,7 +10,7 @@ Thread-safety: stateless; every handler delegates to a component.
 """
 import pickle
 
-from ray_adapter.core import errors, serialization
+from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.results import error_data
@@ -77,6 +77,11 @@ class DriverService:
             runtime_env=o.runtime_env, scheduling=o.scheduling,
             generator=o.generator or None, generator_backpressure=o.backpressure)
         args = from_payload(message.args, buffers)
+        if message.task_id:
+            self._accept_minted(worker, message.task_id, o.num_returns, self.rt.submit_serialized,
+                                message.key, args, message.deps, options, worker.spec, worker,
+                                message.parent or None, message.task_id)
+            return
         self._answer(worker, message.req_id, self.rt.submit_serialized, message.key, args,
                      message.deps, options, worker.spec, worker, message.parent or None, lent=True)
 
@@ -104,8 +109,29 @@ class DriverService:
             generator_backpressure=m.backpressure, concurrency_group=m.group or None,
             max_task_retries=None if m.max_task_retries == -2 else m.max_task_retries,
             retry_exceptions=SerializedRetry(m.retry_exceptions) if m.retry_exceptions else False)
+        if m.task_id:
+            self._accept_minted(worker, m.task_id, m.num_returns, self.rt.call_serialized,
+                                m.actor_id, m.method, args, m.deps, options, worker, m.task_id)
+            return
         self._answer(worker, m.req_id, self.rt.call_serialized, m.actor_id, m.method, args,
                      m.deps, options, worker, lent=True)
+
+    def _accept_minted(self, worker, task_id, num_returns, submit, *args):
+        """A submission whose id the caller minted, which did not wait for an answer: its
+        return ids are the caller's from now on (lent), and a refusal (an argument freed, an
+        actor's pending-call bound) fails them, to be raised by the caller's get."""
+        objects = self.rt.objects
+        try:
+            return_ids = submit(*args)
+        except Exception as exc:  # noqa: BLE001 - the caller gets every failure, at its get
+            err = exc if isinstance(exc, errors.CoreError) else errors.TaskFailed(
+                exc, repr(exc), "ray-adapter", 0, "")
+            return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
+            objects.create(return_ids, 1 if num_returns else 0, task_id)
+            objects.seal_results(return_ids, [error_data(err)], True)
+            if not num_returns:
+                return
+        objects.lend(worker, return_ids)
 
     def on_stream_next(self, worker, message, buffers):
         """``stream_next`` from a worker: answered once the next item exists or the stream

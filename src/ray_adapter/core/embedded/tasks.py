@@ -96,11 +96,12 @@ class TaskManager:
         self._brief = {}            # function key -> its last task ran briefly (pipelining)
 
     # -- submission --------------------------------------------------------------------------
-    def submit(self, key, args, deps, options, carried=(), owner=None, parent=None):
+    def submit(self, key, args, deps, options, carried=(), owner=None, parent=None, task_id=None):
         """Submit a task; returns its return ids (``[]`` for ``num_returns=0``). ``owner``: the
         worker that submits it (None: the driver); ``parent``: the id of the task that submits
-        it, if known. Raises ObjectFreed for an argument ref whose object is gone."""
-        task_id = self._ids.task()
+        it, if known; ``task_id``: minted by the submitter (None: here). Raises ObjectFreed for
+        an argument ref whose object is gone."""
+        task_id = task_id or self._ids.task()
         streaming = options.generator == "streaming"
         num_returns = 1 if streaming else options.num_returns
         return_ids = ids.IdFactory.returns(task_id, num_returns or 1)

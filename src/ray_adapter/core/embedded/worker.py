@@ -84,6 +84,7 @@ class Worker:
         self.descriptors = {}           # key -> its function's descriptor (get_task_function_name)
         # -- identity (set by Init, read-only after) ------------------------------------------
         self.job_id = self.node_id = self.worker_id = None
+        self.id_salt = b""  # from Init: this process mints its actor calls' ids with it
         self.namespace = None
         self.node_ip = "127.0.0.1"
         self.runtime_env = None         # the env this process was started for (Init)
@@ -206,6 +207,7 @@ class Worker:
                              f"driver, this worker speaks {protocol.VERSION}\n")
             executors.end_process(protocol.VERSION_MISMATCH_EXIT_CODE)
         self.job_id, self.node_id, self.worker_id = message.job_id, message.node_id, message.worker_id
+        self.id_salt = message.id_salt
         if message.code_path:  # an attached driver's job: its code, as Ray's job workers get it
             sys.path[:0] = [p for p in message.code_path.split(os.pathsep) if p and p not in sys.path]
         if message.main_module:

@@ -27,7 +27,7 @@ import threading
 
 import msgspec
 
-from ray_adapter.core import errors, serialization
+from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.task_support import retry_blob
@@ -60,6 +60,7 @@ class WorkerCore(RuntimeCore):
         self._worker = worker
         self._pending = {}
         self._ids = itertools.count(1)
+        self._calls_minted = itertools.count(1)  # this process's submissions (their ids)
         self._ship_lock = threading.Lock()
         self._shipped = set()
         self._ref_events = queue.SimpleQueue()
@@ -281,12 +282,21 @@ class WorkerCore(RuntimeCore):
             options.scheduling, options.generator or "", options.generator_backpressure)
 
         parent = current_call.get()[0] or b""  # the call this thread runs (a recursive cancel)
+        # Minted here and sent without waiting (see submit_actor_task) when nothing but the
+        # runtime's state could refuse it: the job's runtime env, no placement, not streaming.
+        salt = self._worker.id_salt
+        posted = (salt and self._worker.job_id and options.runtime_env is None
+                  and options.scheduling is None and options.generator != "streaming")
+        task_id = (ids.caller_task_id(next(self._calls_minted), salt, job=self._worker.job_id)
+                   if posted else b"")
 
         def build(rid):
             buffers = []
             return protocol.SubmitTaskReq(rid, function_key, to_payload(ser, buffers),
-                                          self._deps(args, kwargs), wire, parent), buffers
+                                          self._deps(args, kwargs), wire, parent, task_id), buffers
 
+        if posted:
+            return self._post_minted(build, task_id, options.num_returns)
         return self._own(self._request(build))
 
     def cancel(self, object_id, force, recursive):
@@ -314,8 +324,16 @@ class WorkerCore(RuntimeCore):
         return self._request(build)
 
     def submit_actor_task(self, actor_id, method_name, args, kwargs, options):
+        """An actor call. Its id is minted here and the call sent without waiting (its return
+        ids are known: the caller owns them, the runtime records them before anything later
+        on this channel), unless a refusal must be raised at once (an actor with
+        ``max_pending_calls``), the call streams, or the runtime gave no salt: then the
+        runtime mints the id and answers with the return ids."""
         ser = serialize_args(args, kwargs)
         retries = options.max_task_retries
+        salt = self._worker.id_salt
+        posted = salt and not options.refused_at_submit and options.generator != "streaming"
+        task_id = ids.caller_task_id(next(self._calls_minted), salt, actor_id) if posted else b""
 
         def build(rid):
             buffers = []
@@ -323,9 +341,26 @@ class WorkerCore(RuntimeCore):
                 rid, actor_id, method_name, to_payload(ser, buffers), self._deps(args, kwargs),
                 options.name or method_name, options.num_returns, options.generator or "",
                 options.generator_backpressure, options.concurrency_group or "",
-                -2 if retries is None else retries, retry_blob(options.retry_exceptions)), buffers
+                -2 if retries is None else retries, retry_blob(options.retry_exceptions),
+                task_id), buffers
 
+        if posted:
+            return self._post_minted(build, task_id, options.num_returns)
         return self._own(self._request(build))
+
+    def _post_minted(self, build, task_id, num_returns):
+        """Send the submission ``build(0)`` makes, whose ``task_id`` this process minted,
+        without waiting: its return ids (owned here from now on) are returned at once."""
+        if self._worker.forked_child:
+            raise RuntimeError("this process was forked from a Ray worker (os.fork in a task): "
+                               "it cannot call Ray; only the worker talks to the driver")
+        if self._gone is not None:
+            raise self._gone
+        return_ids = ids.IdFactory.returns(task_id, num_returns) if num_returns else []
+        self._own(return_ids)
+        message, buffers = build(0)
+        self._worker.send(message, buffers)
+        return return_ids
 
     # -- streams (owned by the driver; items taken here are owned by this worker) ------------
     def stream_next(self, generator_id, timeout):

@@ -108,7 +108,8 @@ def call_options(meta, method_name, options):
         num_returns=count, generator=generator,
         generator_backpressure=-1 if backpressure is None else backpressure,
         concurrency_group=group, max_task_retries=options.get("max_task_retries"),
-        retry_exceptions=tuple(retry) if isinstance(retry, list) else retry)
+        retry_exceptions=tuple(retry) if isinstance(retry, list) else retry,
+        refused_at_submit=bool(meta.get("pending_limit", True)))
     return opts, num_returns == generators.DYNAMIC
 
 
