@@ -166,6 +166,8 @@ def test_job_records_survive_a_head_restart(head):
     client = JobSubmissionClient(url)
     done = client.submit_job(entrypoint="echo kept")
     finished(client, done)
+    driven = client.submit_job(entrypoint="python -c \"import ray; ray.init()\"")
+    finished(client, driven)
     sleep = sleep_command()
     running = client.submit_job(entrypoint=sleep)
     wait_until(lambda: client.get_job_status(running) == "RUNNING" and sleepers(sleep))
@@ -177,6 +179,10 @@ def test_job_records_survive_a_head_restart(head):
     assert client.get_job_info(done).status == "SUCCEEDED" and client.get_job_logs(done) == "kept\n"
     lost = client.get_job_info(running)
     assert lost.status == "FAILED" and "head process that ran it ended" in lost.message
+    again = client.submit_job(entrypoint="python -c \"import ray; ray.init()\"")
+    finished(client, again)
+    job_ids = [client.get_job_info(s).job_id for s in (done, driven, again)]
+    assert job_ids == [None, "01000000", "02000000"]  # not given twice after the restart
 
 
 def test_the_ray_job_command(head):

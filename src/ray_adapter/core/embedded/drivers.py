@@ -96,6 +96,11 @@ class AttachedDrivers:
         peer.booted = True
         self._pool.adopt(peer)
 
+    def continue_after(self, index):
+        """Give job ids after ``index`` from now on (a restarted head, whose jobs are kept)."""
+        with self._lock:
+            self._next_job = max(self._next_job, index + 1)
+
     def on_hello(self, peer, message, buffers):
         """The driver said who it is: give it its job (reader thread, before anything else)."""
         if message.version != protocol.VERSION:  # its own check of the record missed it

@@ -164,6 +164,7 @@ def _serve_jobs(backend, options):
     port = options["port"]
     jobs = JobManager(directory=os.path.join(local_runtimes.registry_dir(), f"jobs-{port}"),
                       address=backend.address, envs=backend.envs, backend=backend)
+    backend.drivers.continue_after(jobs.last_job_index())  # a restarted head's kept jobs
     backend.drivers.job_records = jobs
     routes = {}
     for name in options.get("http_routes") or ():

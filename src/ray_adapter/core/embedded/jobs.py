@@ -209,6 +209,21 @@ class JobManager:
             raise JobError(404, f"Job {submission_id} does not exist")
         return _public(json.loads(row[0]))
 
+    def last_job_index(self):
+        """The highest job id any recorded job had (0: none), as an integer: a restarted head
+        goes on after it, so job ids are never given twice (Ray's GCS keeps its counter)."""
+        with self._db_lock:
+            rows = self._db.execute("SELECT record FROM jobs").fetchall()
+        found = 0
+        for (record,) in rows:
+            job_id = json.loads(record).get("job_id")
+            if job_id:
+                try:
+                    found = max(found, int.from_bytes(bytes.fromhex(job_id), "little"))
+                except ValueError:
+                    continue
+        return found
+
     def list(self):
         """Every job's record, oldest first."""
         with self._db_lock:
@@ -442,7 +457,7 @@ class JobManager:
                   "message": None, "error_type": None, "start_time": _now_ms(), "end_time": None,
                   "metadata": {}, "runtime_env": {}, "driver_agent_http_address": None,
                   "driver_node_id": None, "driver_exit_code": None}
-        key = f"_driver:{job_id}:{record['start_time']}"  # job ids start over with a new head
+        key = f"_driver:{job_id}:{record['start_time']}"
         with self._db_lock:
             self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",
                              (key, json.dumps(record), time.time()))
