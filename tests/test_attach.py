@@ -410,6 +410,25 @@ def test_submissions_minted_by_drivers_and_workers(registry):
         assert from_actor == [True, "done"]
 
 
+def test_an_attached_drivers_unread_errors_are_reported_by_it(registry):
+    """A failed task whose result the attached driver never reads is reported in that
+    driver's stderr (Ray's owner reports it), not lost in the head's log."""
+    start_head(registry, "--num-cpus", "2")
+    done = run_code(textwrap.dedent("""
+        import ray, time
+        ray.init()
+        @ray.remote
+        def boom():
+            raise ValueError("never read")
+        boom.remote()
+        time.sleep(2)
+        print("end", flush=True)
+    """), env=registry)
+    assert done.returncode == 0, done.stderr
+    assert "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1')" in done.stderr
+    assert "ValueError: never read" in done.stderr
+
+
 def test_drivers_coming_and_going_leave_nothing_growing(registry):
     start_head(registry, "--num-cpus", "2")
     head = psutil.Process(head_pid(registry))

@@ -9,7 +9,7 @@ from ray_adapter.core.embedded.objects import ObjectTable
 
 def _table():
     reported = []
-    return ObjectTable(on_unread_error=reported.append), reported
+    return ObjectTable(on_unread_error=lambda data, owner: reported.append(data)), reported
 
 
 def _failed(table, oid, refs=1):

@@ -34,7 +34,7 @@ from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
 from ray_adapter.core.embedded.pool import driver_code_path
-from ray_adapter.core.embedded.protocol import to_payload
+from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.worker_core import WorkerCore
 from ray_adapter.core.execution import main_module_name
 from ray_adapter.core.interface import CallContext
@@ -107,6 +107,7 @@ class AttachedCore(WorkerCore):
         link = _Link(sock)
         WorkerCore.__init__(self, link)
         self._log_to_driver = options.log_to_driver
+        self._on_unhandled_error = options.on_unhandled_error
         link.channel.codec = WorkerCodec(self.block_released)
         namespace = options.namespace or str(uuid.uuid4())
         # A submitted job's driver: the job's runtime env under its own ray.init's (jobs.py).
@@ -163,6 +164,8 @@ class AttachedCore(WorkerCore):
                     self.on_reply(message, buffers)
                 elif kind is protocol.Output:
                     self._print(message)
+                elif kind is protocol.UnreadError:
+                    self._report_unread(message, buffers)
                 elif kind is protocol.Exit:
                     break
                 del message, body, buffers
@@ -171,6 +174,18 @@ class AttachedCore(WorkerCore):
         self._end(f"the Ray runtime this driver attached to ({link.address}) has ended: its "
                   "process exited or was killed. Call ray.shutdown(), then ray.init() to start "
                   "or attach to another.")
+
+    def _report_unread(self, message, buffers):
+        """An error this driver was lent was freed unread: the proxy's report, as Ray's owner
+        makes it (reader thread; the report only writes to stderr)."""
+        if self._on_unhandled_error is None:
+            return
+        try:
+            error = serialization.loads(from_payload(message.error, buffers))
+        except Exception:  # noqa: BLE001 - an error this driver cannot rebuild: nothing to show
+            return
+        if errors.reported_when_unread(error):
+            self._on_unhandled_error(error)
 
     def _print(self, message):
         """Lines this job's tasks and actors printed, written as Ray's driver writes them (not

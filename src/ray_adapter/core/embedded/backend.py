@@ -30,6 +30,8 @@ from ray_adapter.core.embedded.arena import Arena
 from ray_adapter.core.embedded.attach_server import AttachServer
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
 from ray_adapter.core.embedded.drivers import AttachedDrivers, is_driver
+from ray_adapter.core.embedded.posts import flush_posted
+from ray_adapter.core.embedded.protocol import to_payload
 from ray_adapter.core.embedded.nodes import Nodes, describe_all, make_head
 from ray_adapter.core.embedded.objects import ObjectTable
 from ray_adapter.core.embedded.placement import PlacementGroups
@@ -102,8 +104,7 @@ class EmbeddedBackend(RuntimeCore):
         # this under its own lock, and ending an actor takes the actor manager's.
         self.objects = ObjectTable(
             on_free_handles=lambda actor_ids: self._releases.put(self.actors.scope.drop_handles, actor_ids),
-            on_unread_error=None if options.on_unhandled_error is None else
-            lambda data: self._releases.put(self._report_unread, data),
+            on_unread_error=lambda data, owner: self._releases.put(self._report_unread, (data, owner)),
             on_adopt_handles=lambda actor_ids: self.actors.scope.add_handles(actor_ids))
         self._on_unhandled_error = options.on_unhandled_error
         self.events = TaskEvents(self.job_id)
@@ -360,8 +361,17 @@ class EmbeddedBackend(RuntimeCore):
         if self._started and not self.objects.try_drop_ref(object_id):
             self._releases.put(self.objects.drop_ref, object_id)
 
-    def _report_unread(self, data):
-        """On the release thread: an error object freed unread goes to the proxy's report."""
+    def _report_unread(self, freed):
+        """On the release thread: an error object freed unread goes to the proxy's report, or
+        to the attached driver it was lent to (whose own proxy reports it, as Ray's owner)."""
+        data, owner = freed
+        if owner is not None and is_driver(owner):
+            buffers = []
+            owner.post(protocol.UnreadError(to_payload(data, buffers)), buffers)
+            flush_posted()
+            return
+        if self._on_unhandled_error is None:
+            return
         try:
             error = serialization.loads(data)
         except Exception:  # noqa: BLE001 - an error the driver cannot rebuild: nothing to show

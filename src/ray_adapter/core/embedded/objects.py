@@ -55,7 +55,7 @@ class ObjectState(enum.Enum):
 
 class Entry:
     __slots__ = ("state", "data", "is_error", "refs", "pinned", "waiters", "producer",
-                 "contained", "handles", "read")
+                 "contained", "handles", "read", "owner")
 
     def __init__(self, producer=None, refs=0):
         self.state = ObjectState.PENDING
@@ -68,6 +68,7 @@ class Entry:
         self.contained = None     # ids of the objects its value holds (refs pickled inside)
         self.handles = None       # ids of the actors whose handles its value holds
         self.read = False         # an error someone has seen (see the module notes)
+        self.owner = None         # the process it was lent to at creation (None: the driver)
 
 
 class _Waiter:
@@ -94,8 +95,9 @@ class ObjectTable:
 
     def __init__(self, on_free_handles=None, on_unread_error=None, on_adopt_handles=None):
         """``on_free_handles(actor_ids)``: the actor handles pickled inside a value no longer
-        kept (called under the table's lock: it must only queue); ``on_unread_error(data)``: an
-        error freed unread (the same); ``on_adopt_handles(actor_ids)``: the handles inside a
+        kept (called under the table's lock: it must only queue); ``on_unread_error(data,
+        owner)``: an error freed unread, and the process it was lent to at creation (None: the
+        driver's own) (the same); ``on_adopt_handles(actor_ids)``: the handles inside a
         value about to be stored (called outside the lock, before it is stored)."""
         self._lock = threading.Lock()
         self._objects = {}
@@ -104,7 +106,7 @@ class ObjectTable:
         self._closed = False
         self._unfulfillable = set()  # waiters short of sealed objects even if all pending seal
         self._on_free_handles = on_free_handles or (lambda actor_ids: None)
-        self._on_unread_error = on_unread_error or (lambda data: None)
+        self._on_unread_error = on_unread_error or (lambda data, owner: None)
         self._on_adopt_handles = on_adopt_handles or (lambda actor_ids: None)
 
     # -- creation ----------------------------------------------------------------------------
@@ -262,7 +264,7 @@ class ObjectTable:
         if self._unused(entry):
             del self._objects[object_id]
             if entry.is_error and not entry.read:
-                self._on_unread_error(entry.data)
+                self._on_unread_error(entry.data, entry.owner)
             if entry.contained or entry.handles:
                 self._release_contents_locked(entry)
 
@@ -499,7 +501,7 @@ class ObjectTable:
                 if self._unused(inner):
                     del objs[oid]
                     if inner.is_error and not inner.read:
-                        self._on_unread_error(inner.data)
+                        self._on_unread_error(inner.data, inner.owner)
                     if inner.contained or inner.handles:
                         stack.append(inner)
 
@@ -511,8 +513,10 @@ class ObjectTable:
         with self._lock:
             held = self._borrows.setdefault(borrower, set())
             for oid in object_ids:
-                if oid in self._objects:
+                entry = self._objects.get(oid)
+                if entry is not None:
                     held.add(oid)
+                    entry.owner = borrower
 
     def borrow(self, borrower, object_ids):
         """``borrower`` took its first ObjectRef to each of ``object_ids``: one more holder."""

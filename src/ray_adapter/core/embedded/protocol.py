@@ -214,6 +214,13 @@ class Output(_Msg):
     text: str
 
 
+class UnreadError(_Msg):
+    """An error object an attached driver was lent (its task's or call's result) was freed
+    unread: the driver reports it as Ray's owner does ("Unhandled error")."""
+
+    error: Payload
+
+
 class Attached(_Msg):
     """The runtime's answer to an attaching driver's :class:`AttachHello`: the identity it has
     there (its own job), the runtime's namespace default and address."""
@@ -230,7 +237,7 @@ class Attached(_Msg):
 
 
 ToWorker = Union[Init, Function, RunTask, CreateActor, CallActor, Cancel, Reply, GetReply,
-                 StreamAck, Exit, Release, Attached, Output]
+                 StreamAck, Exit, Release, Attached, Output, UnreadError]
 
 
 # ==================================================================== worker -> driver
