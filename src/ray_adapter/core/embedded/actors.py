@@ -63,6 +63,16 @@ def creation_task_id(actor_id):
 #: destroyed actors up to ``RAY_maximum_gcs_destroyed_actor_cached_count``).
 DEPARTED_KEPT = 10_000
 
+class _DepartedProcess:
+    """What a departed actor's record keeps of its process: its pid and node (not the whole
+    worker handle, with its channel and process objects, for each of thousands)."""
+
+    __slots__ = ("pid", "node")
+
+    def __init__(self, pid, node):
+        self.pid, self.node = pid, node
+
+
 class ActorManager:
     """Actors and their calls, from ``create`` to death (see the module notes)."""
 
@@ -382,10 +392,12 @@ class ActorManager:
 
     def forget(self, actor):
         """Drop a dead actor from the table; its record stays listed (without its constructor's
-        arguments) among the last :data:`DEPARTED_KEPT` departed ones."""
+        arguments, blobs and worker handle) among the last :data:`DEPARTED_KEPT` departed ones."""
         with self._lock:
             if self._actors.pop(actor.actor_id, None) is not None:
-                actor.args = None
+                actor.args = actor.meta_blob = actor.env_blob = None
+                if actor.worker is not None:  # what the State API reads of its process
+                    actor.worker = _DepartedProcess(actor.worker.pid, actor.worker.node)
                 self._departed.append(actor)
 
     def has_actors_of(self, job_id):
