@@ -16,7 +16,7 @@ A :class:`WorkerSpec` says how to start a worker process for an env: its environ
 the driver's own code folders) and its interpreter (``py_executable``: a command prefix, as in
 Ray; None for the driver's). Workers are pooled per spec key.
 
-The session directory (``<tmp>/ray-adapter-session-*``) goes with the session: removed at
+The session directory (``<RAY_TMPDIR or tmp>/ray-adapter-session-*``) goes with the session: removed at
 ``shutdown``, by the worker template when the driver dies however (SIGKILL included: the
 template sees its control socket close), and, should both be gone, by the next runtime started
 on this machine: the driver holds a ``flock`` on the directory while it lives, and a session
@@ -68,10 +68,16 @@ def _package_name(files, salt):
     return f"_ray_pkg_{digest.hexdigest()[:16]}"
 
 
+def _session_root():
+    """Where session directories go: ``RAY_TMPDIR`` (Ray's root for its session files) when
+    set, else the temporary directory."""
+    return os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+
+
 def _new_session_dir():
     """``(path, fd)``: a new session directory and a descriptor of it that holds its flock.
     It gets its session name only once locked, so a sweep never takes a live one for stale."""
-    making = tempfile.mkdtemp(prefix=_MAKING_PREFIX)
+    making = tempfile.mkdtemp(prefix=_MAKING_PREFIX, dir=_session_root())
     fd = os.open(making, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     path = os.path.join(os.path.dirname(making), SESSION_PREFIX + os.path.basename(making)[len(_MAKING_PREFIX):])
@@ -83,7 +89,7 @@ def remove_stale_sessions(tmp=None):
     """Remove the session directories of drivers that are gone (their flock is free); returns
     how many. Directories of live drivers (and of other users, which are not ours to remove)
     stay."""
-    tmp = tmp or tempfile.gettempdir()
+    tmp = tmp or _session_root()
     removed = 0
     try:
         entries = [e for e in os.scandir(tmp) if e.name.startswith(SESSION_PREFIX)]
