@@ -446,7 +446,10 @@ def test_the_state_api_over_http(head):
         code, _, err = owner.finish()
     assert code == 0, err
     _, body = _state(url, "actors")  # the driver's job ended: its actor died with it
-    assert [a["state"] for a in body["data"]["result"]["result"]] == ["DEAD"]
+    assert [(a["state"], a["pid"] == actor["pid"]) for a in body["data"]["result"]["result"]] == [
+        ("DEAD", True)]  # listed as Ray lists a dead actor: with the process it had
+    _, body = _state(url, "placement_groups?filter_keys=nonsense&filter_predicates=%3D&filter_values=1")
+    assert body["result"] is False and "nonsense" in body["msg"]  # refused with no records too
 
 
 _REAL_STATE = """

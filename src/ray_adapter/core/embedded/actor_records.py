@@ -100,7 +100,8 @@ def call_window(options):
 class ActorRecord:
     __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
                  "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
-                 "death", "kill_restart", "meta_blob", "env_blob", "scope", "unfinished", "window")
+                 "death", "kill_restart", "meta_blob", "env_blob", "scope", "unfinished", "window",
+                 "last_process")
 
     def __init__(self, actor_id, key, args, deps, carried, options):
         self.actor_id = actor_id
@@ -112,6 +113,7 @@ class ActorRecord:
         self.units = {k: to_units(v) for k, v in options.resources.items() if v}
         self.state = ActorState.DEPENDENCIES_UNREADY
         self.worker = None
+        self.last_process = None  # (pid, node) of the process it had, once dead (State API)
         self.grant = None
         self.pending = PendingCalls()
         self.inflight = {}

@@ -63,9 +63,9 @@ def creation_task_id(actor_id):
 #: destroyed actors up to ``RAY_maximum_gcs_destroyed_actor_cached_count``).
 DEPARTED_KEPT = 10_000
 
-class _DepartedProcess:
-    """What a departed actor's record keeps of its process: its pid and node (not the whole
-    worker handle, with its channel and process objects, for each of thousands)."""
+class _PastProcess:
+    """What a dead actor's record keeps of the process it had: its pid and node, which the
+    State API lists (not the worker handle, with its channel and process objects)."""
 
     __slots__ = ("pid", "node")
 
@@ -355,6 +355,7 @@ class ActorManager:
             grant, actor.grant = actor.grant, None
             if worker is not None:
                 worker.actor = None
+                actor.last_process = _PastProcess(worker.pid, worker.node)
             carried, actor.carried = actor.carried, ()
         self.scope.uncarry(carried)
         self._events.finished(creation_task_id(actor.actor_id), False)
@@ -392,12 +393,10 @@ class ActorManager:
 
     def forget(self, actor):
         """Drop a dead actor from the table; its record stays listed (without its constructor's
-        arguments, blobs and worker handle) among the last :data:`DEPARTED_KEPT` departed ones."""
+        arguments and blobs) among the last :data:`DEPARTED_KEPT` departed ones."""
         with self._lock:
             if self._actors.pop(actor.actor_id, None) is not None:
                 actor.args = actor.meta_blob = actor.env_blob = None
-                if actor.worker is not None:  # what the State API reads of its process
-                    actor.worker = _DepartedProcess(actor.worker.pid, actor.worker.node)
                 self._departed.append(actor)
 
     def has_actors_of(self, job_id):
@@ -422,10 +421,12 @@ class ActorManager:
         return self._actors.get(actor_id)
 
     def records(self):
-        """``[(record, worker, grant)]`` of every actor, for the State API (a snapshot): the
-        departed dead ones first, then the table's."""
+        """``[(record, process, grant)]`` of every actor, for the State API (a snapshot): the
+        departed dead ones first, then the table's; ``process`` has ``pid`` and ``node`` (the
+        live worker, or what a dead actor's process was; None: never placed)."""
         with self._lock:
-            return [(a, a.worker, a.grant) for a in (*self._departed, *self._actors.values())]
+            return [(a, a.worker or a.last_process, a.grant)
+                    for a in (*self._departed, *self._actors.values())]
 
     def named(self, name, namespace):
         with self._lock:
@@ -456,6 +457,7 @@ class ActorManager:
             self._actors.clear()
             self._calls.clear()
             self._names.clear()
+            self._departed.clear()
 
     def submit_call(self, actor_id, method, args, deps, options, carried=(), caller=None,
                     task_id=None):

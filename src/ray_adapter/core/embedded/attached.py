@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import uuid
+import weakref
 
 import msgspec
 
@@ -41,11 +42,30 @@ from ray_adapter.core.interface import CallContext
 from ray_adapter.core.threads import start_daemon
 
 
+#: Longest ``ray.shutdown()`` of an attached driver waits for what it sent to be written
+#: (a runtime that stopped reading must not hold the driver's exit).
+DETACH_WRITE_S = 10.0
+
+
+#: Every connection of this process. A child forked from a driver (multiprocessing) shares
+#: its connection and its id salt: it must not talk to the runtime (its ids would be the
+#: parent's), as a worker's forked child must not. One fork hook, registered once.
+_LINKS = weakref.WeakSet()
+
+
+def _mark_forked():
+    for link in list(_LINKS):
+        link.forked_child = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
 class _Link:
     """The driver's end of its connection, as :class:`WorkerCore` uses a worker: ``send``,
     ``post``, ``channel`` and the identity fields (``Attached``)."""
 
-    forked_child = False      # a driver is never a fork of a worker
+    forked_child = False      # set in a process forked from this driver (see AttachedCore)
     actor_id = None           # nor an actor
     assignment = None
     exit_actor_after_call = False
@@ -105,6 +125,7 @@ class AttachedCore(WorkerCore):
                                   f"({record['socket']}): {exc}. Is it still running "
                                   "(`ray status`)?") from None
         link = _Link(sock)
+        _LINKS.add(link)
         WorkerCore.__init__(self, link)
         self._log_to_driver = options.log_to_driver
         self._on_unhandled_error = options.on_unhandled_error
@@ -222,7 +243,10 @@ class AttachedCore(WorkerCore):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def shutdown(self):
-        """Detach: the runtime ends this driver's job."""
+        """Detach: the runtime ends this driver's job, after what this driver sent (calls
+        sent without waiting among them) is written (for at most :data:`DETACH_WRITE_S`)."""
+        if self._gone is None:
+            self._worker.channel.wait_written(DETACH_WRITE_S)
         self._end("ray.shutdown() was called: this driver is no longer attached")
         for thread in (self._reader, getattr(self, "_ref_thread", None)):
             if thread is not None and thread is not threading.current_thread():

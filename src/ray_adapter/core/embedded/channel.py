@@ -22,6 +22,7 @@ import os
 import socket
 import struct
 import threading
+import time
 
 from ray_adapter.core.embedded.posts import flush_posted, posted as _posted
 from ray_adapter.core.shm import ShmBuffer
@@ -104,13 +105,19 @@ class Channel:
                 pieces = encoded
             self._out.extend(pieces)
 
-    def wait_written(self):
+    def wait_written(self, timeout=None):
         """:meth:`flush`, then block until what was queued is written, also by another thread
-        that holds the flushing role now (or the channel closed)."""
+        that holds the flushing role now (or the channel closed), or ``timeout`` seconds
+        passed (None: no limit). Returns True when it was written."""
         self.flush()
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while self._flushing and not self._closed:  # it writes until the queue is empty
-                self._written.wait()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._written.wait(left)
+            return not self._out
 
     def send(self, body, buffers=()):
         """:meth:`enqueue` then :meth:`flush`."""

@@ -68,7 +68,7 @@ class Entry:
         self.contained = None     # ids of the objects its value holds (refs pickled inside)
         self.handles = None       # ids of the actors whose handles its value holds
         self.read = False         # an error someone has seen (see the module notes)
-        self.owner = None         # the process it was lent to at creation (None: the driver)
+        self.owner = None         # the attached driver it was lent to at creation (see lend)
 
 
 class _Waiter:
@@ -506,17 +506,19 @@ class ObjectTable:
                         stack.append(inner)
 
     # -- borrowers -----------------------------------------------------------------------------
-    def lend(self, borrower, object_ids):
+    def lend(self, borrower, object_ids, owner=False):
         """``borrower`` holds the one reference each of ``object_ids`` was created with (a
         worker's put or submission): it is released by :meth:`unborrow` or
-        :meth:`worker_gone`."""
+        :meth:`worker_gone`. ``owner``: the borrower reports these objects' errors freed
+        unread (an attached driver; see ``on_unread_error``)."""
         with self._lock:
             held = self._borrows.setdefault(borrower, set())
             for oid in object_ids:
                 entry = self._objects.get(oid)
                 if entry is not None:
                     held.add(oid)
-                    entry.owner = borrower
+                    if owner:
+                        entry.owner = borrower
 
     def borrow(self, borrower, object_ids):
         """``borrower`` took its first ObjectRef to each of ``object_ids``: one more holder."""
@@ -549,6 +551,8 @@ class ObjectTable:
             for oid in held or ():
                 entry = self._objects.get(oid)
                 if entry is not None:
+                    if entry.owner is borrower:  # gone: its reports have nowhere to go
+                        entry.owner = None
                     entry.refs -= 1
                     self._free_if_unused(oid, entry)
 

@@ -12,6 +12,7 @@ import pickle
 
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.drivers import is_driver
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.results import error_data
 from ray_adapter.core.embedded.task_support import SerializedRetry
@@ -126,12 +127,12 @@ class DriverService:
         except Exception as exc:  # noqa: BLE001 - the caller gets every failure, at its get
             err = exc if isinstance(exc, errors.CoreError) else errors.TaskFailed(
                 exc, repr(exc), "ray-adapter", 0, "")
-            return_ids = ids.IdFactory.returns(task_id, num_returns or 1)
-            objects.create(return_ids, 1 if num_returns else 0, task_id)
-            objects.seal_results(return_ids, [error_data(err)], True)
-            if not num_returns:
+            if not num_returns:  # nothing of it is anyone's: no object to fail
                 return
-        objects.lend(worker, return_ids)
+            return_ids = ids.IdFactory.returns(task_id, num_returns)
+            objects.create(return_ids, 1, task_id)  # (every refusal comes before the returns)
+            objects.seal_results(return_ids, [error_data(err)], True)
+        objects.lend(worker, return_ids, owner=is_driver(worker))
 
     def on_stream_next(self, worker, message, buffers):
         """``stream_next`` from a worker: answered once the next item exists or the stream
@@ -181,7 +182,8 @@ class DriverService:
         try:
             value = fn(*args)
             if lent:
-                self.rt.objects.lend(worker, [value] if isinstance(value, bytes) else value)
+                self.rt.objects.lend(worker, [value] if isinstance(value, bytes) else value,
+                                     owner=is_driver(worker))
         except errors.CoreError as err:
             self.reply_error(worker, req_id, err)
             return

@@ -51,6 +51,12 @@ class _Slot:
         self.callback = callback
 
 
+def _forked_error():
+    return RuntimeError("this process was forked from a process connected to Ray (os.fork in a "
+                        "task, or multiprocessing in an attached driver): it cannot call Ray; "
+                        "only the process it was forked from talks to the runtime")
+
+
 class WorkerCore(RuntimeCore):
     """The runtime core of a worker process."""
 
@@ -77,8 +83,7 @@ class WorkerCore(RuntimeCore):
         """Send the request ``build(req_id)`` returns (``(message, buffers)``) and wait for the
         reply (or hand it to ``callback(message, buffers)`` and return at once)."""
         if self._worker.forked_child:  # its reply would go to the worker, never here
-            raise RuntimeError("this process was forked from a Ray worker (os.fork in a task): "
-                               "it cannot call Ray; only the worker talks to the driver")
+            raise _forked_error()
         req_id = next(self._ids)
         slot = self._pending[req_id] = _Slot(callback)
         message, buffers = build(req_id)
@@ -352,15 +357,12 @@ class WorkerCore(RuntimeCore):
         """Send the submission ``build(0)`` makes, whose ``task_id`` this process minted,
         without waiting: its return ids (owned here from now on) are returned at once."""
         if self._worker.forked_child:
-            raise RuntimeError("this process was forked from a Ray worker (os.fork in a task): "
-                               "it cannot call Ray; only the worker talks to the driver")
+            raise _forked_error()
         if self._gone is not None:
             raise self._gone
-        return_ids = ids.IdFactory.returns(task_id, num_returns) if num_returns else []
-        self._own(return_ids)
         message, buffers = build(0)
         self._worker.send(message, buffers)
-        return return_ids
+        return self._own(ids.IdFactory.returns(task_id, num_returns) if num_returns else [])
 
     # -- streams (owned by the driver; items taken here are owned by this worker) ------------
     def stream_next(self, generator_id, timeout):

@@ -69,16 +69,20 @@ _SOURCES = {
 }
 
 
-def _matches(record, filters, schema):
-    for column, predicate, value in filters or ():
-        column = column.lower()
-        if column not in schema.filterable_columns():
-            raise ValueError(f"The given filter column {column} is not supported. Enter filters "
-                             "with –-filter key=value or –-filter key!=value Supported filter "
-                             f"columns: {schema.filterable_columns()}")
+def _check_filters(filters, schema):
+    """Raise Ray's ValueError for a column that cannot be filtered on or a bad predicate."""
+    for column, predicate, _ in filters or ():
+        if column.lower() not in schema.filterable_columns():
+            raise ValueError(f"The given filter column {column.lower()} is not supported. Enter "
+                             "filters with –-filter key=value or –-filter key!=value Supported "
+                             f"filter columns: {schema.filterable_columns()}")
         if predicate not in ("=", "!="):
             raise ValueError(f"Unsupported filter predicate {predicate!r}; use '=' or '!='.")
-        actual = record.get(column)
+
+
+def _matches(record, filters):
+    for column, predicate, value in filters or ():
+        actual = record.get(column.lower())
         if isinstance(value, str) and isinstance(actual, str):
             equal = actual.lower() == value.lower()
         elif isinstance(value, str) and isinstance(actual, (bool, int, float)):
@@ -90,17 +94,18 @@ def _matches(record, filters, schema):
     return True
 
 
-def select(kind, raw, filters=None, limit=None, detail=False):
+def _select(kind, raw, filters=None, limit=None, detail=False):
     """``(records, num_filtered)``: the runtime's raw records ``raw`` of ``kind`` ("actors",
     "nodes", ...) as Ray's record classes, those matching ``filters`` (see the module notes),
     at most ``limit`` of them; ``num_filtered`` counts every match. Raises ValueError for a
     column that cannot be filtered on or an unknown predicate (as Ray does). The REST routes of
     a ``ray start`` head use it too (:mod:`._rest`)."""
     schema, convert = _SOURCES[kind]
+    _check_filters(filters, schema)  # refused whether or not there are records
     out, matched = [], 0
     for one in raw:
         record = convert(one)
-        if _matches(record, filters, schema):
+        if _matches(record, filters):
             matched += 1
             if limit is None or len(out) < limit:
                 out.append(schema.from_record(record, detail))
@@ -108,7 +113,7 @@ def select(kind, raw, filters=None, limit=None, detail=False):
 
 
 def _list(kind, filters, limit, detail):
-    return select(kind, _records(kind), filters, limit, detail)[0]
+    return _select(kind, _records(kind), filters, limit, detail)[0]
 
 
 def list_actors(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
@@ -193,14 +198,14 @@ def summarize_tasks(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_
                     _explain=False):
     """``{"cluster": {"summary": {name: {"func_or_class_name", "type", "state_counts"}},
     "total_tasks", "total_actor_tasks", "total_actor_scheduled", "summary_by": "func_name"}}``."""
-    return task_summary(_records("tasks", "summarize_tasks"))
+    return _task_summary(_records("tasks", "summarize_tasks"))
 
 
 def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
                      _explain=False):
     """``{"cluster": {"summary": {class_name: {"class_name", "state_counts"}}, "total_actors",
     "summary_by": "class"}}``."""
-    return actor_summary(_records("actors"))
+    return _actor_summary(_records("actors"))
 
 
 def summarize_objects(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
@@ -211,10 +216,10 @@ def summarize_objects(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missin
     "summary_by": "callsite"}}`` of the objects :func:`list_objects` lists (sizes in MiB;
     call sites are not recorded, so every object is under ``"disabled"``, as in Ray without
     ``RAY_record_ref_creation_sites``)."""
-    return object_summary(_records("objects", "summarize_objects"))
+    return _object_summary(_records("objects", "summarize_objects"))
 
 
-def object_summary(objects):
+def _object_summary(objects):
     """Ray's object summary (see :func:`summarize_objects`) of the runtime's raw object records."""
     summary, holders, total, total_mb, callsites = {}, {}, 0, 0.0, True
     for obj in objects:
@@ -242,7 +247,7 @@ def object_summary(objects):
                         "callsite_enabled": callsites, "summary_by": "callsite"}}
 
 
-def task_summary(tasks):
+def _task_summary(tasks):
     """Ray's task summary (see :func:`summarize_tasks`) of the runtime's raw task records."""
     summary, totals = {}, {"NORMAL_TASK": 0, "ACTOR_TASK": 0, "ACTOR_CREATION_TASK": 0}
     for task in tasks:
@@ -257,7 +262,7 @@ def task_summary(tasks):
                         "summary_by": "func_name"}}
 
 
-def actor_summary(actors):
+def _actor_summary(actors):
     """Ray's actor summary (see :func:`summarize_actors`) of the runtime's raw actor records."""
     summary = {}
     actors = list(actors)

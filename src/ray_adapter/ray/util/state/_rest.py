@@ -36,9 +36,9 @@ def routes(state, jobs=None):
     info (a dict) and the query's ``(key, value)`` pairs, and returns ``(status, body)``, body
     a JSON-ready dict; it may block briefly (the server runs it off its event loop)."""
     table = {f"/api/v0/{kind}": _lister(state, kind) for kind in _LISTED}
-    table["/api/v0/tasks/summarize"] = _summarizer(state, "tasks", _state.task_summary)
-    table["/api/v0/actors/summarize"] = _summarizer(state, "actors", _state.actor_summary)
-    table["/api/v0/objects/summarize"] = _summarizer(state, "objects", _state.object_summary)
+    table["/api/v0/tasks/summarize"] = _summarizer(state, "tasks", _state._task_summary)
+    table["/api/v0/actors/summarize"] = _summarizer(state, "actors", _state._actor_summary)
+    table["/api/v0/objects/summarize"] = _summarizer(state, "objects", _state._object_summary)
     table["/api/v0/jobs"] = _job_lister(jobs)
     for path, symbol in _NOT_PROVIDED.items():
         table[f"/api/v0/{path}"] = _not_provided(symbol)
@@ -98,7 +98,7 @@ def _lister(state, kind):
         try:
             limit, detail, filters = _options(query)
             raw = list(state(kind))
-            records, matched = _state.select(kind, raw, filters, limit, detail)
+            records, matched = _state._select(kind, raw, filters, limit, detail)
         except ValueError as exc:
             return _reply(None, 400, str(exc))
         columns = schema.list_columns(detail)  # Ray sends only the listed columns
