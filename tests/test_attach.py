@@ -19,6 +19,7 @@ import time
 
 import psutil
 import pytest
+import yaml
 
 from conftest import process_alive, run_code, run_python
 
@@ -148,6 +149,21 @@ print(json.dumps({"job": ray.get_runtime_context().get_job_id(), "names": names,
                   "gcs": ray.get_runtime_context().gcs_address}))
 """
 
+_TEMP_DEATH = """
+import json, ray
+ray.init(address="auto")
+from ray.util.state import list_actors
+temp, = [a for a in list_actors(detail=True, filters=[("name", "=", "temp")])]
+context = temp.death_cause["actor_died_error_context"]
+print(json.dumps([temp.state, context["reason"], context["error_message"]]))
+"""
+
+
+def temp_death(registry):
+    """``[state, reason, message]`` of the owner's non-detached actor ``temp``, as the State
+    API lists it."""
+    return driver(registry, _TEMP_DEATH)
+
 
 def test_drivers_share_one_head_and_a_driver_ending_ends_its_job(registry):
     start_head(registry, "--num-cpus", "4")
@@ -167,6 +183,11 @@ def test_drivers_share_one_head_and_a_driver_ending_ends_its_job(registry):
     assert after["names"] == ["registry"] and after["temp"] == "ValueError"
     assert after["groups"] == [["", "REMOVED"], ["kept", "CREATED"]]
     assert after["items"] == ["a", "b"]
+    # As in Ray: it died because its owner did, which exited by choice.
+    state, reason, message = temp_death(registry)
+    assert (state, reason) == ("DEAD", "OWNER_DIED")
+    assert message.startswith("The actor is dead because its owner has died. Owner Id: ")
+    assert "Owner worker exit type: INTENDED_USER_EXIT" in message
 
 
 def test_a_sigkilled_driver_releases_what_it_owned(registry):
@@ -180,6 +201,8 @@ def test_a_sigkilled_driver_releases_what_it_owned(registry):
     assert time.monotonic() - killed < 10  # Ray: about 2 s
     after = driver(registry, _LOOK)
     assert after["names"] == ["registry"] and after["groups"][0] == ["", "REMOVED"]
+    state, reason, message = temp_death(registry)  # its owner crashed, Ray's words for it
+    assert (state, reason) == ("DEAD", "OWNER_DIED") and "exit type: SYSTEM_ERROR" in message
 
 
 def test_a_driver_started_runtime_is_attachable_and_its_end_is_an_error_not_a_hang(registry):
@@ -252,6 +275,15 @@ def test_the_ray_command_starts_reports_and_stops_a_head(registry):
     assert listed.returncode == 0, listed.stderr
     actors = json.loads(listed.stdout)
     assert [(a["class_name"], a["name"], a["state"]) for a in actors] == [("Keep", "keep", "ALIVE")]
+    # --detail prints YAML, as Ray's does; `ray get` one record by its id, YAML too
+    detail = yaml.safe_load(ray_cmd(registry, "list", "actors", "--detail").stdout)
+    assert detail[0]["actor_id"] == actors[0]["actor_id"] and detail[0]["is_detached"] is True
+    got = ray_cmd(registry, "get", "actors", actors[0]["actor_id"])
+    assert got.returncode == 0, got.stderr
+    assert [(a["name"], a["state"]) for a in yaml.safe_load(got.stdout)] == [("keep", "ALIVE")]
+    assert ray_cmd(registry, "get", "actors", "ab" * 16).stdout == (
+        f"Resource with id={'ab' * 16} not found in the cluster.\n")
+    assert ray_cmd(registry, "list", "placement-groups").stdout == "No resource in the cluster\n"
     summary = ray_cmd(registry, "summary", "actors")
     assert summary.returncode == 0, summary.stderr
     assert "total_actors: 1" in summary.stdout and "Table (group by class):" in summary.stdout
@@ -313,6 +345,42 @@ def test_a_killed_head_fails_its_drivers_calls_and_ray_stop_cleans_up(registry):
     start_head(registry, "--num-cpus", "2")  # the port is free again
     assert driver(registry, "import ray, json\nray.init()\n"
                   "print(json.dumps(ray.get(ray.remote(lambda: 5).remote())))") == 5
+
+
+def test_the_state_api_credits_an_attached_drivers_work_to_its_job(registry):
+    """What an attached driver made is listed as its job's, as Ray lists it: tasks (and their
+    parent, the driver's task), actor and placement group ids, objects it owns (its pid), and
+    its worker id; the headless head is no driver."""
+    start_head(registry, "--num-cpus", "4")
+    seen = driver(registry, """
+        import json, os, ray
+        ray.init()
+        from ray.util.state import list_actors, list_objects, list_placement_groups, list_tasks, list_workers
+        @ray.remote
+        def f(): return 1
+        @ray.remote
+        class A:
+            def ping(self): return 1
+        a = A.remote()
+        ray.get([a.ping.remote(), f.remote()])
+        pg = ray.util.placement_group([{"CPU": 1}])
+        ray.get(pg.ready())
+        ref = ray.put(b"x")
+        print(json.dumps({
+            "job": ray.get_runtime_context().get_job_id(), "pid": os.getpid(),
+            "worker": ray.get_runtime_context().get_worker_id(),
+            "tasks": sorted({(t.job_id, t.parent_task_id[-8:]) for t in list_tasks()}),
+            "actors": [x.actor_id[-8:] for x in list_actors()],
+            "groups": [g.creator_job_id for g in list_placement_groups(detail=True)],
+            "objects": [(o.object_id[40:48], o.pid) for o in list_objects()],
+            "drivers": [w.worker_id for w in list_workers() if w.worker_type == "DRIVER"]}))
+    """)
+    job = seen["job"]
+    assert job == "01000000" and seen["worker"] == job + "ff" * 24  # Ray's driver worker id
+    assert seen["tasks"] == [[job, job]]
+    assert seen["actors"] == [job] and seen["groups"] == [job]
+    assert seen["objects"] == [[job, seen["pid"]]]
+    assert seen["drivers"] == [seen["worker"]]
 
 
 def test_an_attached_drivers_tasks_run_in_its_job_and_print_to_it(registry):

@@ -6,6 +6,7 @@ exit code, retries); they never write Ray's text. The proxy ``ray`` package
 that a Ray user expects.
 """
 import enum
+import typing
 
 
 class CoreError(Exception):
@@ -106,13 +107,23 @@ class ActorDeath(str, enum.Enum):
     ENV_SETUP_FAILED = "env_setup_failed"  # its runtime env could not start its process (detail)
 
 
+class OwnerExit(typing.NamedTuple):
+    """How the owner of an ``OWNER_DIED`` actor ended: its worker id (hex), its node's ip,
+    and whether it exited by choice (False: it crashed or was killed)."""
+
+    worker_id: str
+    ip: str
+    intended: bool
+
+
 class ActorDied(CoreError):
     """The actor is dead. ``cause`` is an :class:`ActorDeath`; ``creation_error`` is the
     :class:`TaskFailed` of a failed constructor or argument; ``pid``/``exit_code`` describe a
-    crashed process; ``detail`` a short technical note."""
+    crashed process; ``owner`` (an :class:`OwnerExit`) how an ``OWNER_DIED`` actor's owner
+    ended; ``detail`` a short technical note."""
 
     def __init__(self, actor_id, cause, class_name=None, creation_error=None, pid=None,
-                 exit_code=None, detail="", node_id=None, group_id=None, started=True):
+                 exit_code=None, detail="", node_id=None, group_id=None, started=True, owner=None):
         super().__init__(actor_id, cause)
         self.actor_id = actor_id
         self.cause = ActorDeath(cause)
@@ -124,6 +135,7 @@ class ActorDied(CoreError):
         self.node_id = node_id      # NODE_DIED: the node (hex)
         self.group_id = group_id    # PLACEMENT_GROUP_REMOVED: the group (bytes)
         self.started = started      # PLACEMENT_GROUP_REMOVED: False if it was never placed
+        self.owner = owner          # OWNER_DIED: an OwnerExit
         self.name = self.namespace = self.ip = None  # where it lived: see located()
 
     def facts(self):
@@ -135,7 +147,7 @@ class ActorDied(CoreError):
                 "exit_code": self.exit_code, "detail": self.detail, "node_id": self.node_id,
                 "group_id": self.group_id.hex() if isinstance(self.group_id, bytes) else self.group_id,
                 "started": self.started, "name": self.name, "namespace": self.namespace,
-                "ip": self.ip,
+                "ip": self.ip, "owner": tuple(self.owner) if self.owner is not None else None,
                 "creation_error": getattr(creation, "traceback_str", None) if creation is not None else None}
 
     def located(self, name, namespace, ip):

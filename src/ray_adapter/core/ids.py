@@ -40,6 +40,12 @@ def job_id(index):
     return index.to_bytes(JOB_ID_SIZE, "little")
 
 
+def driver_worker_id(job):
+    """The worker id of job ``job``'s driver, as Ray makes it: the job's id, then 0xff bytes
+    (job 2's driver prints as ``02000000ffff...``)."""
+    return job + b"\xff" * (WORKER_ID_SIZE - JOB_ID_SIZE)
+
+
 class IdFactory:
     """Mints task, actor and object ids for one runtime (thread-safe)."""
 
@@ -60,11 +66,12 @@ class IdFactory:
         base = int.from_bytes(self._salt[:4], "little")
         return ((base + next(self._callers)) % (1 << 32)).to_bytes(4, "little")
 
-    def actor(self):
-        return self._unique(12) + self.job
+    def actor(self, job=None):
+        """A new actor id of job ``job`` (an attached driver's; None: this runtime's)."""
+        return self._unique(12) + (job or self.job)
 
-    def task(self, actor_id=None):
-        return self._unique(8) + (actor_id[:12] if actor_id else _NO_ACTOR) + self.job
+    def task(self, actor_id=None, job=None):
+        return self._unique(8) + (actor_id[:12] if actor_id else _NO_ACTOR) + (job or self.job)
 
     @staticmethod
     def returns(task_id, count):
@@ -81,8 +88,9 @@ class IdFactory:
         ``index + 2`` (index 1 is the call's completion object, as in Ray)."""
         return task_id + (index + 2).to_bytes(4, "little")
 
-    def put(self):
-        return self.task() + (0).to_bytes(4, "little")
+    def put(self, job=None):
+        """A new ``ray.put`` object id of job ``job`` (None: this runtime's)."""
+        return self.task(job=job) + (0).to_bytes(4, "little")
 
 
 def caller_task_id(counter, salt, actor_id=None, job=None):

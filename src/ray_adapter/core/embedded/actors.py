@@ -105,7 +105,7 @@ class ActorManager:
         with self._lock:
             existing = self._names.get(name_key) if name_key else None
             if existing is None:
-                actor = ActorRecord(self._ids.actor(), key, args, deps, carried, options)
+                actor = ActorRecord(self._ids.actor(options.owner_job), key, args, deps, carried, options)
                 actor.scope = self.scope.new_state(options.detached)
                 self._actors[actor.actor_id] = actor
                 if name_key:
@@ -127,8 +127,9 @@ class ActorManager:
                 raise
         self.scope.carry(carried)  # until its constructor ran (then the actor borrows them)
         self._events.submitted(creation_task_id(actor.actor_id), f"{options.class_name}.__init__",
-                            "ACTOR_CREATION_TASK", actor.actor_id, options.resources,
-                            getattr(options.scheduling, "group_id", None), "__init__")
+                               "ACTOR_CREATION_TASK", actor.actor_id, options.resources,
+                               getattr(options.scheduling, "group_id", None), "__init__",
+                               job=options.owner_job)
         if deps:
             self._objects.when_ready(deps, lambda ok, a=actor: self._deps_ready(a, ok))
         else:
@@ -405,16 +406,17 @@ class ActorManager:
             return any(a.options.owner_job == job_id and a.state is not ActorState.DEAD
                        for a in self._actors.values())
 
-    def end_job(self, job_id):
-        """The driver of attached job ``job_id`` ended: the non-detached actors it created die
-        with it (``OWNER_DIED``), their processes killed, as Ray ends a job's actors."""
+    def end_job(self, job_id, owner):
+        """The driver of attached job ``job_id`` ended (``owner``: its
+        :class:`errors.OwnerExit`): the non-detached actors it created die with it
+        (``OWNER_DIED``), their processes killed, as Ray ends a job's actors."""
         with self._lock:
             owned = [a for a in self._actors.values()
                      if a.options.owner_job == job_id and not a.options.detached
                      and a.state is not ActorState.DEAD]
         for actor in owned:
             self.kill(actor.actor_id, True, errors.ActorDied(
-                actor.actor_id, errors.ActorDeath.OWNER_DIED, actor.options.class_name))
+                actor.actor_id, errors.ActorDeath.OWNER_DIED, actor.options.class_name, owner=owner))
 
     # -- lookups -----------------------------------------------------------------------------
     def get(self, actor_id):
@@ -488,7 +490,8 @@ class ActorManager:
                 self._uncount(call)  # refused: it does not count against max_pending_calls
                 raise
         self._objects.create(return_ids, 1 if num_returns else 0, task_id)
-        self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method)
+        self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method,
+                               job=getattr(caller, "job_id", None))
         if streaming:
             self._streams.open(task_id, call.backpressure > 0 or (
                 actor is not None and actor.options.generator_backpressure > 0))

@@ -246,6 +246,7 @@ class AttachedCore(WorkerCore):
         """Detach: the runtime ends this driver's job, after what this driver sent (calls
         sent without waiting among them) is written (for at most :data:`DETACH_WRITE_S`)."""
         if self._gone is None:
+            self._worker.post(protocol.Exit())  # an intended exit (its actors: OWNER_DIED, intended)
             self._worker.channel.wait_written(DETACH_WRITE_S)
         self._end("ray.shutdown() was called: this driver is no longer attached")
         for thread in (self._reader, getattr(self, "_ref_thread", None)):

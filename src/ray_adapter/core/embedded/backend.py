@@ -94,7 +94,7 @@ class EmbeddedBackend(RuntimeCore):
         self.address = (f"{self.head_ip}:{options.head_port}" if self.headless
                         else f"embedded://{self.head_ip}:{self._pid}")
         self.driver_task_id = self.ids.task()
-        self.driver_worker_id = ids.random_id(ids.WORKER_ID_SIZE)
+        self.driver_worker_id = ids.driver_worker_id(self.job_id)
         self.namespace = options.namespace or str(uuid.uuid4())
         self.start_time = time.time()
         shm.raise_fd_limit()
@@ -142,7 +142,7 @@ class EmbeddedBackend(RuntimeCore):
         self.scheduler.spare = self.tasks.on_spare_resources
         self.nodes_added = Nodes(scheduler=self.scheduler, pool=self.pool)
         self.reports = StateReports(job_id=self.job_id, driver_worker_id=self.driver_worker_id,
-                                    driver_pid=self._pid, objects=self.objects,
+                                    driver_pid=None if self.headless else self._pid, objects=self.objects,
                                     scheduler=self.scheduler, events=self.events,
                                     groups=self.groups, actors=self.actors, pool=self.pool)
         self.service = DriverService(self)
@@ -247,6 +247,7 @@ class EmbeddedBackend(RuntimeCore):
         return {
             protocol.Hello: lambda w, m, b: None,
             protocol.AttachHello: self.drivers.on_hello,
+            protocol.Exit: self.drivers.on_goodbye,
             protocol.TaskDone: self._on_done,
             protocol.Released: self.tasks.on_released,
             protocol.StreamItem: self.streams.on_item,
@@ -290,20 +291,24 @@ class EmbeddedBackend(RuntimeCore):
     def _on_worker_exit(self, worker):
         if not self._started:
             return
+        if is_driver(worker):
+            # Its job ends first: its actors die because their owner did (OWNER_DIED, as in Ray),
+            # not because its handles to them went out of scope a moment before.
+            self.drivers.on_exit(worker)
         self.tasks.on_worker_exit(worker)
         self.actors.on_worker_exit(worker)
         self.actors.scope.worker_gone(worker)
         self.objects.worker_gone(worker)
-        if is_driver(worker):
-            self.drivers.on_exit(worker)
 
     # ================================================================== objects
     def put(self, value):
         self._check_started()
         return self.put_serialized(serialize_value(value))
 
-    def put_serialized(self, ser):
-        oid = self.ids.put()
+    def put_serialized(self, ser, job=None):
+        """Store ``ser`` as a new object of job ``job`` (an attached driver's or its
+        workers'; None: this runtime's); returns its id, with one reference (the caller's)."""
+        oid = self.ids.put(job)
         self.objects.adopt_contained((ser,))
         self.objects.put(oid, ser, 1)  # the caller's reference
         return oid

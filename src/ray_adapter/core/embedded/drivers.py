@@ -17,10 +17,11 @@ What is the driver's own (:class:`AttachedDrivers`):
 - its job's **runtime env**, packaged by the runtime (working_dir / py_modules are on this
   machine), which its tasks and actors inherit.
 
-When a driver's connection ends (``ray.shutdown()``, exit, SIGKILL), the peer's exit path
-runs as a dead worker's does (its references and handles let go) and then the job ends: its
-non-detached actors are killed (``OWNER_DIED``) and its non-detached placement groups removed,
-as Ray ends a job. Detached ones stay until killed or the runtime stops.
+When a driver's connection ends (``ray.shutdown()``, exit, SIGKILL), its job ends: its
+non-detached actors are killed (``OWNER_DIED``, saying whether the driver said goodbye first:
+:class:`protocol.Exit`) and its non-detached placement groups removed, as Ray ends a job; then
+the peer's exit path runs as a dead worker's does (its references and handles let go).
+Detached ones stay until killed or the runtime stops.
 
 Thread-safety: ``_lock`` (a leaf lock) guards the job counter; a peer's fields are set by its
 reader thread (``on_hello``) before any other message of it is handled.
@@ -29,7 +30,7 @@ import pickle
 import sys
 import threading
 
-from ray_adapter.core import ids
+from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.channel import Channel
 from ray_adapter.core.embedded.pool import WorkerHandle, WorkerState
@@ -123,6 +124,8 @@ class AttachedDrivers:
             return
         peer.spec = spec
         peer.job_id = ids.job_id(job) if job is not None else None
+        if peer.job_id is not None:  # a job's driver: Ray's worker id for it (a tool keeps its own)
+            peer.worker_id = ids.driver_worker_id(peer.job_id)
         peer.namespace = message.namespace
         if peer.job_id is not None:
             with self._lock:
@@ -135,13 +138,19 @@ class AttachedDrivers:
         if peer.job_id is not None and records is not None:
             records.driver_attached(message.submission_id, peer.job_id.hex(), message.pid)
 
+    def on_goodbye(self, peer, message, buffers):
+        """The driver is detaching by choice (:class:`protocol.Exit`; its reader thread)."""
+        peer.exit_intended = True
+
     def on_exit(self, peer):
-        """The driver's connection ended: its job ends (after the peer's references went)."""
+        """The driver's connection ended: its job ends (before the peer's references go, so
+        that its actors die of their owner's end)."""
         if peer.job_id is None:
             return
         with self._lock:
             self._peers.pop(peer.job_id, None)
-        self._actors.end_job(peer.job_id)
+        self._actors.end_job(peer.job_id, errors.OwnerExit(peer.worker_id.hex(), self._node.ip,
+                                                           peer.exit_intended))
         self._groups.end_job(peer.job_id)
         self._pool.end_job(peer.job_id)
         records = self.job_records

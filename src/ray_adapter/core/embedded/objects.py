@@ -283,14 +283,15 @@ class ObjectTable:
         return object_id in self._objects
 
     def snapshot(self):
-        """``[(object_id, ready, is_error, nbytes or -1, pinned, producer)]`` of every object
-        someone references (the State API's ``list_objects``: a pending result whose every ref
-        was dropped is kept only until it is sealed, and Ray does not list it); one pass under
-        the lock."""
+        """``[(object_id, ready, is_error, nbytes or -1, pinned, producer, owner)]`` of every
+        object someone references (the State API's ``list_objects``: a pending result whose
+        every ref was dropped is kept only until it is sealed, and Ray does not list it;
+        ``owner``: the attached driver it was lent to at creation, None: this process's); one
+        pass under the lock."""
         with self._lock:
             return [(oid, e.state is ObjectState.READY, e.is_error,
                      getattr(e.data, "nbytes", -1) if e.state is ObjectState.READY else -1,
-                     e.pinned, e.producer)
+                     e.pinned, e.producer, e.owner)
                     for oid, e in self._objects.items() if e.refs > 0 or e.pinned]
 
     def producer(self, object_id):

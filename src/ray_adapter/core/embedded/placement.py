@@ -66,7 +66,7 @@ class PlacementGroups:
                creator_actor=None, owner_job=None):
         """Create a group; returns its id at once. ``owner_job``: the attached driver's job whose
         end removes it unless it is detached. Raises PlacementGroupNameTaken."""
-        group_id = ids.random_id(ids.PLACEMENT_GROUP_ID_SIZE - ids.JOB_ID_SIZE) + self._job_id
+        group_id = ids.random_id(ids.PLACEMENT_GROUP_ID_SIZE - ids.JOB_ID_SIZE) + (owner_job or self._job_id)
         namespace = namespace if namespace is not None else self._namespace
         amounts = [{k: float(v) for k, v in b.items()} for b in bundles]
         record = GroupRecord(group_id, name or "", namespace, amounts, strategy,
@@ -202,7 +202,7 @@ class PlacementGroups:
         return {"placement_group_id": record.group_id, "name": record.name,
                 "namespace": record.namespace, "bundles": [dict(b) for b in record.bundles],
                 "bundle_nodes": nodes, "strategy": record.strategy, "state": status,
-                "detached": record.detached, "creator_job_id": self._job_id,
+                "detached": record.detached, "creator_job_id": record.owner_job or self._job_id,
                 "stats": {"end_to_end_creation_latency_ms": latency,
                           "scheduling_latency_ms": latency,
                           "scheduling_attempt": record.attempts, "highest_retry_delay_ms": 0.0,

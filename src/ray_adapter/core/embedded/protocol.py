@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 11
+VERSION = 12
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -195,7 +195,8 @@ class StreamAck(_Msg):
 
 
 class Exit(_Msg):
-    pass
+    """To a worker: exit now. From an attached driver: it is detaching by choice
+    (``ray.shutdown()``, interpreter exit), so its job's actors die of an intended owner exit."""
 
 
 class Release(_Msg):
@@ -544,7 +545,7 @@ class Relay(_Msg):
 
 ToDriver = Union[(Hello, AttachHello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting,
                   RefUpdate, FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq,
-                  GetReq, WaitReq, StreamNextReq, MetricRecord, Relay, Output) + QUERIES]
+                  GetReq, WaitReq, StreamNextReq, MetricRecord, Relay, Output, Exit) + QUERIES]
 
 _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode

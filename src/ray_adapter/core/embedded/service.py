@@ -160,7 +160,7 @@ class DriverService:
         # The new object's one reference is lent to the worker: it sends a decref when its
         # last ref is gone (or dies).
         self._answer(worker, message.req_id, self.rt.put_serialized, from_payload(message.value, buffers),
-                     lent=True)
+                     worker.job_id, lent=True)
 
     def on_query(self, worker, message, buffers):
         """A query (one of ``protocol.QUERIES``): answered with the backend's value; posted

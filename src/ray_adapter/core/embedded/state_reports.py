@@ -4,6 +4,8 @@ nodes, placement groups, actors, workers and objects, built from what each compo
 Stateless: every call reads its collaborators' snapshots (each taken under that component's own
 lock) and builds plain dicts; any thread may call.
 """
+import os
+
 from ray_adapter.core.embedded.actors import creation_task_id
 from ray_adapter.core.embedded.nodes import describe_all
 from ray_adapter.core.embedded.pool import WorkerState
@@ -15,7 +17,7 @@ class StateReports:
     def __init__(self, *, job_id, driver_worker_id, driver_pid, objects, scheduler, events,
                  groups, actors, pool):
         """Collaborators: the job and driver it reports (``job_id``, ``driver_worker_id``,
-        ``driver_pid``), and the components whose records it reads: the ``objects`` table, the
+        ``driver_pid``; None: a headless runtime, no driver of its own), and the components whose records it reads: the ``objects`` table, the
         ``scheduler`` (nodes), task ``events``, placement ``groups``, ``actors`` and the worker
         ``pool``."""
         self.job_id, self.driver_worker_id, self._pid = job_id, driver_worker_id, driver_pid
@@ -40,16 +42,17 @@ class StateReports:
         raise ValueError(f"unknown state kind {kind!r}")
 
     def _object_states(self):
-        """One record per object the driver's table holds (it owns every object): a sealed
+        """One record per object the table holds, owned by the attached driver it was lent to at
+        creation, else by this process's driver (the head's process when headless): a sealed
         one's task FINISHED (a failed one's too, as Ray reports it), a pending one's its
         producing task's state as the owner sees it (SUBMITTED_TO_WORKER once it runs)."""
         objects = self.objects.snapshot()
         producing = {}
-        if any(producer is not None for *_, producer in objects):
+        if any(producer is not None for *_, producer, _owner in objects):
             producing = {r["task_id"]: r["state"] for r in self.events.records()}
         head = self.scheduler.head
         out = []
-        for oid, ready, is_error, nbytes, pinned, producer in objects:
+        for oid, ready, is_error, nbytes, pinned, producer, owner in objects:
             if ready:  # as Ray's owner reports it: FINISHED, also for a failed task's result
                 status = "FINISHED"
             else:  # the producing task's state as its owner sees it: a running one was submitted
@@ -59,7 +62,9 @@ class StateReports:
             out.append({"object_id": oid.hex(), "object_size": nbytes, "task_status": status,
                         "attempt_number": 1,
                         "reference_type": "PINNED_IN_MEMORY" if pinned else "LOCAL_REFERENCE",
-                        "call_site": "disabled", "type": "DRIVER", "pid": self._pid, "ip": head.ip})
+                        "call_site": "disabled", "type": "DRIVER",
+                        "pid": owner.pid if owner is not None else self._pid or os.getpid(),
+                        "ip": owner.node.ip if owner is not None else head.ip})
         return out
 
     def _actor_states(self):
@@ -85,11 +90,17 @@ class StateReports:
         return out
 
     def _worker_states(self):
+        """This process's driver (none when headless), each attached driver (not a tool
+        attached as an observer: it has no job) and each live worker."""
         head = self.scheduler.head
-        out = [{"worker_id": self.driver_worker_id.hex(), "is_alive": True, "worker_type": "DRIVER",
-                "exit_type": None, "node_id": head.hex, "ip": head.ip, "pid": self._pid,
-                "exit_detail": None}]
+        out = []
+        if self._pid is not None:
+            out.append({"worker_id": self.driver_worker_id.hex(), "is_alive": True,
+                        "worker_type": "DRIVER", "exit_type": None, "node_id": head.hex,
+                        "ip": head.ip, "pid": self._pid, "exit_detail": None})
         for w in self.pool.live_workers():
+            if w.state is WorkerState.DRIVER and w.job_id is None:
+                continue
             out.append({"worker_id": w.worker_id.hex(), "is_alive": w.state is not WorkerState.DEAD,
                         "worker_type": "DRIVER" if w.state is WorkerState.DRIVER else "WORKER",
                         "exit_type": None, "node_id": w.node.hex,

@@ -24,8 +24,11 @@ NORMAL_TASK = "NORMAL_TASK"
 ACTOR_TASK = "ACTOR_TASK"
 ACTOR_CREATION_TASK = "ACTOR_CREATION_TASK"
 
+_DRIVER_TASK = "ff" * 20
+
 # Record layout (a list, mutated in place).
-_NAME, _KIND, _ACTOR, _RESOURCES, _GROUP, _FUNC, _CREATED, _START, _END, _OK, _WORKER, _ATTEMPTS = range(12)
+(_NAME, _KIND, _ACTOR, _RESOURCES, _GROUP, _FUNC, _CREATED, _START, _END, _OK, _WORKER, _ATTEMPTS,
+ _JOB, _PARENT) = range(14)
 
 
 class TaskEvents:
@@ -37,11 +40,14 @@ class TaskEvents:
         self._job_hex = job_id.hex()
 
     def submitted(self, task_id, name, kind, actor_id=None, resources=None, group_id=None,
-                  func_name=None):
+                  func_name=None, job=None, parent=None):
+        """A task was submitted: ``job`` is the submitter's job id (an attached driver's, or
+        its workers'; None: the runtime's own), ``parent`` the id of the task that submitted it
+        (None: a driver)."""
         if self._limit <= 0:
             return
         record = [name, kind, actor_id, resources, group_id, func_name, time.time(), None, None,
-                  None, None, 0]
+                  None, None, 0, job, parent]
         with self._lock:
             if task_id not in self._records:
                 self._order.append(task_id)
@@ -79,11 +85,13 @@ class TaskEvents:
             state = "RUNNING"
         else:
             state = "SUBMITTED_TO_WORKER" if r[_KIND] == ACTOR_TASK else "PENDING_NODE_ASSIGNMENT"
+        job_hex = r[_JOB].hex() if r[_JOB] else self._job_hex
         return {"task_id": task_id.hex(), "attempt_number": r[_ATTEMPTS], "name": r[_NAME],
-                "state": state, "job_id": self._job_hex,
+                "state": state, "job_id": job_hex,
                 "actor_id": r[_ACTOR].hex() if r[_ACTOR] else None, "type": r[_KIND],
                 "func_or_class_name": r[_FUNC] or r[_NAME],
-                "parent_task_id": "ffffffffffffffffffffffffffffffffffffffff" + self._job_hex,
+                # a driver's submissions: its task id, as Ray writes it (ff... and its job)
+                "parent_task_id": r[_PARENT].hex() if r[_PARENT] else _DRIVER_TASK + job_hex,
                 "node_id": worker[0] if worker is not None else None,
                 "worker_id": worker[1].hex() if worker is not None else None,
                 "worker_pid": worker[2] if worker is not None else None,

@@ -111,7 +111,8 @@ class TaskManager:
             self._objects.hold(deps, args.refs)
         self._objects.create(return_ids, 1 if num_returns else 0, task_id)
         self._events.submitted(task_id, options.name, "NORMAL_TASK", None, options.resources,
-                            getattr(options.scheduling, "group_id", None))
+                               getattr(options.scheduling, "group_id", None),
+                               job=getattr(owner, "job_id", None), parent=parent)
         if streaming:
             self._streams.open(task_id, options.generator_backpressure > 0)
         self._scope.carry(carried)

@@ -16,8 +16,7 @@ from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
 _ACTOR_DEATH_TEXT = {
     ActorDeath.KILLED: "The actor is dead because it was killed by `ray.kill`.",
     ActorDeath.OUT_OF_SCOPE: "The actor is dead because all references to the actor were removed.",
-    ActorDeath.OWNER_DIED: ("The actor is dead because its owner has died: the driver of its job "
-                            "ended, and a non-detached actor ends with it."),
+    ActorDeath.OWNER_DIED: "The actor is dead because its owner has died.",
     ActorDeath.EXITED: ("The actor is dead because its worker process has died. Worker exit type: "
                         "INTENDED_USER_EXIT Worker exit detail: Worker exits by an user request. "
                         "Worker exits with an exit code 0. exit_actor() is called."),
@@ -118,6 +117,12 @@ def _death_reason(err):
     elif err.cause is ActorDeath.NODE_DIED:
         reason = (f"The actor died because its node has died. Node Id: {err.node_id}\n"
                   "\tthe actor's node was terminated expectedly: received SIGTERM")
+    elif err.cause is ActorDeath.OWNER_DIED and err.owner is not None:
+        owner = err.owner
+        exit_type = "INTENDED_USER_EXIT" if owner.intended else "SYSTEM_ERROR"
+        reason = (f"The actor is dead because its owner has died. Owner Id: {owner.worker_id} "
+                  f"Owner Ip address: {owner.ip} Owner worker exit type: {exit_type} Worker exit "
+                  "detail: Owner's worker process has crashed.")
     elif err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED:
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
                   "INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement "
@@ -164,7 +169,8 @@ def death_cause_record(actor_id_hex, facts):
     err = core_errors.ActorDied(bytes.fromhex(actor_id_hex), cause, facts.get("class_name"),
                                 pid=facts.get("pid"), exit_code=facts.get("exit_code"),
                                 detail=facts.get("detail") or "", node_id=facts.get("node_id"),
-                                group_id=facts.get("group_id"), started=facts.get("started", True))
+                                group_id=facts.get("group_id"), started=facts.get("started", True),
+                                owner=core_errors.OwnerExit(*facts["owner"]) if facts.get("owner") else None)
     err.located(facts.get("name"), facts.get("namespace"), facts.get("ip"))
     if cause is ActorDeath.SPAWN_FAILED:
         return {"runtime_env_failed_context": {"error_message": _death_reason(err)}}

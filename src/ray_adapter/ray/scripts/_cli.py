@@ -41,8 +41,8 @@ def main(args=None):
 def run(argv):
     """The ``ray`` command's work; returns its exit status."""
     parser = _parser()
-    if argv and argv[0] not in ("start", "stop", "status", "list", "summary", "job", "-h", "--help",
-                                "--version"):
+    if argv and argv[0] not in ("start", "stop", "status", "list", "get", "summary", "job", "-h",
+                                "--help", "--version"):
         sys.stderr.write(_GAP.format(cmd=argv[0], why=_why(argv[0])))
         return 1
     options = parser.parse_args(argv)
@@ -103,9 +103,15 @@ def _parser():
     p.add_argument("--address", default=None)
     p.add_argument("-f", "--filter", action="append", default=[], help='"key=value" or "key!=value"')
     p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--detail", action="store_true")
-    p.add_argument("-o", "--format", choices=("default", "json", "table"), default="default")
+    p.add_argument("--detail", action="store_true", help="every field (printed as YAML by default)")
+    p.add_argument("-o", "--format", choices=("default", "json", "yaml", "table"), default="default")
     p.set_defaults(func=_list)
+
+    p = sub.add_parser("get", help="one State API record by id, as YAML")
+    p.add_argument("resource", choices=sorted(_LIST_KINDS))
+    p.add_argument("id", nargs="?", default=None)
+    p.add_argument("--address", default=None)
+    p.set_defaults(func=_get)
 
     p = sub.add_parser("summary", help="State API summaries (tasks, actors, objects)")
     p.add_argument("resource", choices=sorted(_SUMMARIES))
@@ -339,7 +345,29 @@ def _list(o):
     with _Attached(o.address):
         records = getattr(state, _LIST_KINDS[o.resource])(
             filters=filters or None, limit=o.limit, detail=o.detail)
-    return _print_rows([_plain(r) for r in records], o.format)
+    if not records:
+        print("No resource in the cluster")
+        return 0
+    style = "yaml" if o.detail and o.format == "default" else o.format  # as Ray's --detail
+    return _print_rows([_plain(r) for r in records], style)
+
+
+def _get(o):
+    """``ray get RESOURCE ID``: the record(s) of that id, as YAML (Ray's output), or Ray's
+    not-found line."""
+    if not o.id:
+        sys.stderr.write(f"Error: Missing argument 'ID'. Do you mean 'ray list {o.resource}'?\n")
+        return 2
+    from ray_adapter.ray.util import state
+
+    column = {"placement-groups": "placement_group_id"}.get(o.resource, o.resource[:-1] + "_id")
+    with _Attached(o.address):
+        records = getattr(state, _LIST_KINDS[o.resource])(
+            filters=[(column, "=", o.id)], limit=10_000, detail=True)
+    if not records:
+        print(f"Resource with id={o.id} not found in the cluster.")
+        return 0
+    return _print_rows([_plain(r) for r in records], "yaml")
 
 
 def _summary(o):
@@ -373,8 +401,15 @@ def _flat(value):
 
 
 def _print_rows(rows, style):
+    """Print State API ``rows`` as Ray's ``ray list`` does in ``style``: ``json`` (one line),
+    ``yaml`` (a document, fields in their order), else a table under Ray's header."""
     if style == "json":
-        print(json.dumps(rows, indent=4, default=str))
+        print(json.dumps(rows, default=str))
+        return 0
+    if style == "yaml":
+        import yaml
+
+        print(yaml.dump(rows, indent=4, explicit_start=True, sort_keys=False, explicit_end=True))
         return 0
     print(f"======== List: {datetime.datetime.now()} ========\nStats:\n{'-' * 30}\n"
           f"Total: {len(rows)}\n\nTable:\n{'-' * 30}")
@@ -428,11 +463,8 @@ def _job_submit(o):
         try:
             runtime_env = json.loads(text)
         except ValueError:
-            try:
-                import yaml  # a YAML file, as Ray takes one
-            except ImportError:
-                raise ValueError(f"--runtime-env {o.runtime_env}: not JSON, and PyYAML (to read "
-                                 "YAML) is not installed") from None
+            import yaml  # a YAML file, as Ray takes one
+
             runtime_env = yaml.safe_load(text) or {}
     if o.runtime_env_json:
         runtime_env = json.loads(o.runtime_env_json)
