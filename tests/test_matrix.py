@@ -156,7 +156,8 @@ def test_a_third_backend_is_a_new_column(tmp_path, monkeypatch):
         if path.name != "backends.toml":
             text = re.sub(r'(?m)^yuanrong = ("[a-z]+")$', r'yuanrong = \1\nthird = "gap"', path.read_text())
             path.write_text(text)
-    caches = [matrix._backends, matrix.modules, matrix.submodule_entries, matrix.options,
+    caches = [matrix._backends, matrix._module_names, matrix._module_file, matrix._module,
+              matrix.modules, matrix.submodule_entries, matrix._options_data, matrix.options,
               matrix.option_sections, matrix.api_levels]
     monkeypatch.setattr(matrix, "MATRIX_DIR", str(copy))
     for fn in caches:

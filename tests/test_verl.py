@@ -1,4 +1,5 @@
-"""verl 0.9.1's single controller runs unchanged on the adapter and prints what it prints on Ray.
+"""verl 0.9.1's single controller runs unchanged on the adapter and prints what it prints on Ray,
+and verl's own tests of it that need no accelerator pass on the adapter.
 
 ``tests/verl_programs/single_controller.py`` drives verl's real classes (RayResourcePool,
 RayClassWithInitArgs, RayWorkerGroup, the @register dispatch/execute modes, DataProto dispatch,
@@ -8,8 +9,10 @@ must be the same, and when ``RAY_REFERENCE_PYTHON`` names a Ray interpreter with
 the program is also run there live. Skipped when verl is not installed (``.ci/run`` installs
 verl 0.9.1 ``--no-deps`` and its light dependencies in both environments).
 """
+import importlib.metadata
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -34,6 +37,30 @@ def _adapter_output(name):
     out = run_python([str(PROGRAMS / f"{name}.py")], timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]
     return out.stdout
+
+
+#: verl's own tests of its single controller that run without GPUs (its wheel ships its test
+#: suite as the top-level package ``tests``); the rest place GPU bundles, which wait for ever on
+#: a machine without GPUs, under Ray as here.
+VERL_CPU_TESTS = ("test_auto_padding_on_cpu.py", "test_decorator_on_cpu.py",
+                  "test_fused_workers_on_cpu.py", "test_get_set_dispatch_collect_cpu.py",
+                  "test_ray_local_envs_on_cpu.py", "test_ray_utils_on_cpu.py")
+
+
+@needs_verl
+def test_verls_own_single_controller_tests_pass_on_the_adapter(tmp_path):
+    """verl's tests, unchanged, under pytest with RAY_BACKEND=yuanrong (they call ray.init()
+    themselves; under Ray 2.60 they pass too, in about twice the time here). Copied out of
+    site-packages so that no conftest of ours or of another ``tests`` package applies."""
+    verl = importlib.metadata.distribution("verl")
+    for name in VERL_CPU_TESTS:
+        source = Path(verl.locate_file(f"tests/single_controller/{name}"))
+        assert source.is_file(), f"verl {verl.version}'s wheel has no tests/single_controller/{name}"
+        shutil.copy(source, tmp_path / name)
+    out = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                      *VERL_CPU_TESTS], timeout=900, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    assert "11 passed" in out.stdout and "skipped" not in out.stdout, out.stdout[-2000:]
 
 
 @needs_verl

@@ -89,39 +89,57 @@ def _backends():
 
 
 @functools.lru_cache(maxsize=None)
+def _module_names():
+    """The Ray modules the matrix has a data file for (``<module>.toml``; no file is parsed)."""
+    return tuple(sorted(filename[:-len(".toml")] for filename in os.listdir(MATRIX_DIR)
+                        if filename.startswith("ray") and filename.endswith(".toml")))
+
+
+@functools.lru_cache(maxsize=None)
+def _module_file(module):
+    """``compat_matrix/<module>.toml`` parsed, once per process."""
+    return _load_toml(os.path.join(MATRIX_DIR, f"{module}.toml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _module(module):
+    """``{"module_status", "symbols", "members", "note"}`` of one module, its data file parsed
+    at first use (a proxy's missing attribute reads one file, not the whole matrix); None if
+    the matrix has no file for it."""
+    if module not in _module_names():
+        return None
+    data = _module_file(module)
+    if data["module"] != module:
+        raise ValueError(f"compat_matrix/{module}.toml describes module {data['module']!r}")
+    symbols = {name: _entry(module, name, spec) for name, spec in data.get("symbols", {}).items()}
+    members = {name: _entry(module, name, spec) for name, spec in data.get("members", {}).items()}
+    return {"module_status": data.get("module_status", "supported"), "symbols": symbols,
+            "members": members, "note": data.get("note", "")}
+
+
+@functools.lru_cache(maxsize=None)
 def modules():
-    """``{module name: {"module_status": str, "symbols": {name: Entry}}}`` for every data file."""
-    out = {}
-    for filename in sorted(os.listdir(MATRIX_DIR)):
-        if not filename.endswith(".toml"):
-            continue
-        data = _load_toml(os.path.join(MATRIX_DIR, filename))
-        if data.get("kind") in ("options", "backends"):
-            continue
-        module = data["module"]
-        symbols = {name: _entry(module, name, spec) for name, spec in data.get("symbols", {}).items()}
-        members = {name: _entry(module, name, spec) for name, spec in data.get("members", {}).items()}
-        out[module] = {"module_status": data.get("module_status", "supported"), "symbols": symbols,
-                       "members": members, "note": data.get("note", "")}
-    return dict(sorted(out.items()))
+    """``{module name: {"module_status": str, "symbols": {name: Entry}, "members", "note"}}``
+    for every data file (all of them parsed: the report and the scanner ask for this)."""
+    return {module: _module(module) for module in _module_names()}
 
 
 @functools.lru_cache(maxsize=None)
 def submodule_entries():
     """Ray submodules listed only as whole modules (``[modules]`` in ``ray.toml``)."""
-    data = _load_toml(os.path.join(MATRIX_DIR, "ray.toml"))
-    return {name: _entry(name, "", spec, kind="module") for name, spec in data.get("modules", {}).items()}
+    return {name: _entry(name, "", spec, kind="module")
+            for name, spec in _module_file("ray").get("modules", {}).items()}
 
 
 def symbols(module):
     """``{name: Entry}`` for a Ray module (empty if the matrix does not list it)."""
-    return modules().get(module, {}).get("symbols", {})
+    return (_module(module) or {}).get("symbols", {})
 
 
 def members(module):
     """``{"Class.attr": Entry}``: attributes of the module's classes the matrix records
     (``ActorClass.bind``...), from the ``[members]`` tables."""
-    return modules().get(module, {}).get("members", {})
+    return (_module(module) or {}).get("members", {})
 
 
 def lookup(module, name):
@@ -133,9 +151,10 @@ def module_entry(module):
     """The Entry describing a whole Ray module, or None if the matrix does not know it."""
     if module in submodule_entries():
         return submodule_entries()[module]
-    if module in modules():
-        status = modules()[module]["module_status"]
-        return Entry(module, "", "module", tuple((b, status) for b in _backends()), modules()[module]["note"])
+    data = _module(module)
+    if data is not None:
+        status = data["module_status"]
+        return Entry(module, "", "module", tuple((b, status) for b in _backends()), data["note"])
     return None
 
 
@@ -145,18 +164,23 @@ def public_names(module):
 
 
 @functools.lru_cache(maxsize=None)
+def _options_data():
+    """``options.toml`` parsed, once per process (about 5 ms: every section shares it)."""
+    return _load_toml(os.path.join(MATRIX_DIR, "options.toml"))
+
+
+@functools.lru_cache(maxsize=None)
 def options(owner):
     """``{option: Entry}`` for ``owner`` (a section of ``options.toml``: "task", "actor",
     "init", "method") from ``options.toml``."""
-    data = _load_toml(os.path.join(MATRIX_DIR, "options.toml"))
     return {name: _entry(f"options.{owner}", name, spec, kind="option")
-            for name, spec in data.get(owner, {}).items()}
+            for name, spec in _options_data().get(owner, {}).items()}
 
 
 def matrix_ref(qualname):
     """Where a user reads about a symbol: the report command and the data file."""
     module = qualname
-    while module not in modules() and "." in module:
+    while module not in _module_names() and "." in module:
         module = module.rsplit(".", 1)[0]
     return f"`ray-adapter report --symbol {qualname}` (compat_matrix/{module}.toml)"
 
@@ -171,14 +195,10 @@ def api_levels():
     bind (``client_mode_hook``, ``PublicAPI``, ids). Derived by ``tools/ray_api_levels.py``.
     """
     out = {}
-    for filename in sorted(os.listdir(MATRIX_DIR)):
-        if not filename.endswith(".toml"):
-            continue
-        data = _load_toml(os.path.join(MATRIX_DIR, filename))
-        if data.get("kind") in ("options", "backends"):
-            continue
+    for module in _module_names():
+        data = _module_file(module)
         for name, spec in data.get("symbols", {}).items():
-            out[f"{data['module']}.{name}"] = spec.get("api", "")
+            out[f"{module}.{name}"] = spec.get("api", "")
         for name, spec in data.get("modules", {}).items():
             out[name] = spec.get("api", "public")
     return out
@@ -193,8 +213,7 @@ def api_level(entry):
 def option_sections():
     """The sections of ``options.toml`` in file order: ``task``, ``actor``, ``init`` and any
     other it has (e.g. ``method``); each is a valid argument of :func:`options`."""
-    data = _load_toml(os.path.join(MATRIX_DIR, "options.toml"))
-    return tuple(name for name, value in data.items() if isinstance(value, dict))
+    return tuple(name for name, value in _options_data().items() if isinstance(value, dict))
 
 
 #: The options sections that list the keywords of each Ray API that takes options.
