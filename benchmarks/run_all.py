@@ -43,8 +43,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ray-python", default=os.environ.get("RAY_REFERENCE_PYTHON"))
     args = parser.parse_args()
-    scripts = [HERE / "speedup.py", HERE / "scale_bench.py", HERE / "attach_bench.py",
-               HERE / "nested_bench.py"]
+    scripts = [HERE / "footprint_bench.py", HERE / "speedup.py", HERE / "scale_bench.py",
+               HERE / "attach_bench.py", HERE / "nested_bench.py"]
     try:  # the RL data path and start-up: only where torch is installed
         import torch  # noqa: F401
 

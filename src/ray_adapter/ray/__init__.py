@@ -13,9 +13,9 @@ from ray_adapter import gaps as _gaps
 from ray_adapter import matrix as _matrix
 from ray_adapter.ray import (_common, _private, actor, exceptions, experimental, remote_function, runtime_context,
                              runtime_env, util)
-from ray_adapter.ray._private.worker import (available_resources, cancel, cluster_resources, get,
-                                             get_actor, get_gpu_ids, init, is_initialized, kill,
-                                             nodes, put, shutdown, wait)
+from ray_adapter.ray._private.state import available_resources, cluster_resources, nodes
+from ray_adapter.ray._private.worker import (cancel, get, get_actor, get_gpu_ids, init, is_initialized,
+                                             kill, put, shutdown, wait)
 from ray_adapter.ray._raylet import DynamicObjectRefGenerator, ObjectRefGenerator
 from ray_adapter.ray._private.profiling import timeline
 from ray_adapter.ray._raylet import ActorID, JobID, NodeID, ObjectRef, PlacementGroupID, TaskID, WorkerID

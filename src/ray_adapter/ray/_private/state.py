@@ -5,9 +5,11 @@ Provided: ``available_resources_per_node()``, ``total_resources_per_node()``,
 ``cluster_resources()``, ``available_resources()``, ``nodes()``, ``current_node_id()``,
 ``node_ids()``, ``timeline()``, and ``state`` (a :class:`GlobalState`) with
 ``placement_group_table(placement_group_id=None)``, ``get_placement_group_by_name``,
-``node_table``, ``_live_node_ids`` and the per-node resource methods. Anything else of Ray's
-private module raises AttributeError.
+``node_table``, ``_live_node_ids`` and the per-node resource methods. Ray's other names here
+(its GCS tables and client plumbing) raise the matrix's gap error
+(``compat_matrix/ray._private.state.toml``).
 """
+from ray_adapter import gaps as _gaps
 from ray_adapter.ray._private import session as _session
 from ray_adapter.ray._private.core_access import context, core, translated
 
@@ -124,14 +126,20 @@ def total_resources_per_node():
 
 
 def cluster_resources():
+    """Total resources of the cluster, ``{name: amount}`` (``ray.cluster_resources`` is
+    this function, as in Ray); ``memory`` and ``object_store_memory`` are in bytes."""
     return state.cluster_resources()
 
 
 def available_resources():
+    """Resources free now (``ray.available_resources`` is this function, as in Ray); a
+    resource with nothing free is omitted, as in Ray."""
     return state.available_resources()
 
 
 def nodes():
+    """One dict per node, with Ray's keys (``ray.nodes`` is this function: Ray's global
+    state's node table)."""
     return state.node_table()
 
 
@@ -149,3 +157,11 @@ def timeline(filename=None):
     from ray_adapter.ray._private.profiling import timeline as _timeline
 
     return _timeline(filename)
+
+
+def __getattr__(name):
+    # Ray's other names here read its GCS directly: each a gap that says what to use instead.
+    return _module_gap(name)
+
+
+_module_gap = _gaps.module_getattr("ray._private.state")

@@ -20,7 +20,6 @@ from ray_adapter.ray._private import local_clusters as _local_clusters
 from ray_adapter.ray._private import log_setup as _log_setup
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private import session as _session
-from ray_adapter.ray._private import state as _state
 from ray_adapter.ray._private.core_access import context_if_started, ray_error, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._private.global_worker import SCRIPT_MODE, WORKER_MODE, global_worker  # noqa: F401
@@ -39,7 +38,10 @@ def __getattr__(name):
         return global_worker.node
     if name == "_context":
         return _session._context
-    raise AttributeError(f"module 'ray._private.worker' has no attribute {name!r}")
+    return _module_gap(name)
+
+
+_module_gap = gaps.module_getattr("ray._private.worker")
 
 
 def _override_resources(num_cpus, num_gpus, memory, object_store_memory, resources):
@@ -471,26 +473,6 @@ def get_actor(name, namespace=None):
                 "trying to look up a named actor you didn't create. 2. The named actor died. "
                 "3. You did not use a namespace matching the namespace of the actor.") from None
     return ActorHandle._from_info(info)
-
-
-def nodes():
-    """One dict per node, with Ray's keys (mirrors ``ray.nodes``, which reads Ray's global
-    state's node table)."""
-    return _state.state.node_table()
-
-
-def cluster_resources():
-    """Total resources of the cluster, ``{name: amount}`` (mirrors ``ray.cluster_resources``);
-    ``memory`` and ``object_store_memory`` are in bytes."""
-    with translated:
-        return _ensure_core().cluster_resources()
-
-
-def available_resources():
-    """Resources free now (mirrors ``ray.available_resources``); a resource with nothing
-    free is omitted, as in Ray."""
-    with translated:
-        return _ensure_core().available_resources()
 
 
 def get_gpu_ids():
