@@ -17,9 +17,9 @@ class StateReports:
     def __init__(self, *, job_id, driver_worker_id, driver_pid, objects, scheduler, events,
                  groups, actors, pool):
         """Collaborators: the job and driver it reports (``job_id``, ``driver_worker_id``,
-        ``driver_pid``; None: a headless runtime, no driver of its own), and the components whose records it reads: the ``objects`` table, the
-        ``scheduler`` (nodes), task ``events``, placement ``groups``, ``actors`` and the worker
-        ``pool``."""
+        ``driver_pid``; None: a headless runtime, no driver of its own), and the components
+        whose records it reads: the ``objects`` table, the ``scheduler`` (nodes), task
+        ``events``, placement ``groups``, ``actors`` and the worker ``pool``."""
         self.job_id, self.driver_worker_id, self._pid = job_id, driver_worker_id, driver_pid
         self.objects, self.scheduler, self.events = objects, scheduler, events
         self.groups, self.actors, self.pool = groups, actors, pool
