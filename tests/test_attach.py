@@ -155,13 +155,13 @@ ray.init(address="auto")
 from ray.util.state import list_actors
 temp, = [a for a in list_actors(detail=True, filters=[("name", "=", "temp")])]
 context = temp.death_cause["actor_died_error_context"]
-print(json.dumps([temp.state, context["reason"], context["error_message"]]))
+print(json.dumps([temp.state, context["reason"], context["error_message"], context["owner_id"]]))
 """
 
 
 def temp_death(registry):
-    """``[state, reason, message]`` of the owner's non-detached actor ``temp``, as the State
-    API lists it."""
+    """``[state, reason, message, owner_id]`` of the owner's non-detached actor ``temp``, as
+    the State API lists it."""
     return driver(registry, _TEMP_DEATH)
 
 
@@ -184,9 +184,11 @@ def test_drivers_share_one_head_and_a_driver_ending_ends_its_job(registry):
     assert after["groups"] == [["", "REMOVED"], ["kept", "CREATED"]]
     assert after["items"] == ["a", "b"]
     # As in Ray: it died because its owner did, which exited by choice.
-    state, reason, message = temp_death(registry)
+    state, reason, message, owner_id = temp_death(registry)
     assert (state, reason) == ("DEAD", "OWNER_DIED")
     assert message.startswith("The actor is dead because its owner has died. Owner Id: ")
+    assert owner_id == "01000000" + "ff" * 24  # its driver's worker id, which the message names
+    assert f"Owner Id: {owner_id} Owner Ip address: " in message
     assert "Owner worker exit type: INTENDED_USER_EXIT" in message
 
 
@@ -201,7 +203,7 @@ def test_a_sigkilled_driver_releases_what_it_owned(registry):
     assert time.monotonic() - killed < 10  # Ray: about 2 s
     after = driver(registry, _LOOK)
     assert after["names"] == ["registry"] and after["groups"][0] == ["", "REMOVED"]
-    state, reason, message = temp_death(registry)  # its owner crashed, Ray's words for it
+    state, reason, message, _ = temp_death(registry)  # its owner crashed, Ray's words for it
     assert (state, reason) == ("DEAD", "OWNER_DIED") and "exit type: SYSTEM_ERROR" in message
 
 
@@ -289,7 +291,7 @@ def test_the_ray_command_starts_reports_and_stops_a_head(registry):
     assert "total_actors: 1" in summary.stdout and "Table (group by class):" in summary.stdout
     assert re.search(r"Keep +ALIVE: 1", summary.stdout), summary.stdout
     tasks = ray_cmd(registry, "summary", "tasks").stdout
-    assert re.search(r"Keep.__init__ +FINISHED: 1 +ACTOR_CREATION_TASK", tasks), tasks
+    assert re.search(r"keep:Keep.__init__ +FINISHED: 1 +ACTOR_CREATION_TASK", tasks), tasks  # named: Ray's name
     assert " 1.0/3.0 CPU" in ray_cmd(registry, "status").stdout
     children = psutil.Process(pid).children(recursive=True)
     assert children  # the head's worker template and workers

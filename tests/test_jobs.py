@@ -488,7 +488,7 @@ def test_real_rays_state_sdk_and_cli_read_the_head(head):
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         assert seen["actors"] == [["Keeper", "ALIVE", False]] and seen["get"] == "keeper"
         assert seen["tasks"] == ["Keeper.__init__", "Keeper.ping"]
-        assert seen["summary"] == ["Keeper.__init__", "Keeper.ping"] and seen["objects"] == 3
+        assert seen["summary"] == ["Keeper.ping", "keeper:Keeper.__init__"] and seen["objects"] == 3
         assert seen["nodes"] == ["ALIVE"] and seen["workers"] == ["DRIVER", "WORKER"]
         assert seen["jobs"] == ["DRIVER"]
         ray_cli = os.path.join(os.path.dirname(RAY_PYTHON), "ray")

@@ -86,6 +86,18 @@ def test_tasks_summary_and_timeline(ray, tmp_path):
     assert {e["cat"] for e in events} >= {"task::square", "task::boom", "task::Acc.add", "task::Acc.__init__"}
     assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"].startswith("worker:") for e in events)
     assert ray.timeline() == [] or isinstance(ray.timeline(), list)
+    # As Ray records them: a named actor's constructor is "name:Class.__init__", a method's
+    # func_or_class_name is "Class.method", and a call the runtime failed says why.
+    named = Acc.options(name="acc").remote()
+    ray.get(named.add.remote(2), timeout=30)
+    ray.kill(named)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(named.add.remote(3), timeout=30)
+    mine = [t for t in st.list_tasks(detail=True) if t.actor_id == named._actor_id.hex()]
+    assert sorted((t.name, t.func_or_class_name, t.state, t.error_type) for t in mine) == [
+        ("Acc.add", "Acc.add", "FAILED", "ACTOR_DIED"), ("Acc.add", "Acc.add", "FINISHED", None),
+        ("acc:Acc.__init__", "Acc.__init__", "FINISHED", None)]
+    assert failed.error_type == "TASK_EXECUTION_EXCEPTION"
 
 
 def test_private_state_services_and_global_worker(ray):

@@ -63,6 +63,10 @@ def creation_task_id(actor_id):
 #: destroyed actors up to ``RAY_maximum_gcs_destroyed_actor_cached_count``).
 DEPARTED_KEPT = 10_000
 
+#: The task event's ``error_type`` of a call the runtime ended (Ray's names).
+_ERROR_TYPES = {errors.ActorDied: "ACTOR_DIED", errors.ActorUnavailable: "ACTOR_UNAVAILABLE",
+                errors.TaskCancelled: "TASK_CANCELLED"}
+
 class _PastProcess:
     """What a dead actor's record keeps of the process it had: its pid and node, which the
     State API lists (not the worker handle, with its channel and process objects)."""
@@ -126,9 +130,11 @@ class ActorManager:
                         del self._names[name_key]
                 raise
         self.scope.carry(carried)  # until its constructor ran (then the actor borrows them)
-        self._events.submitted(creation_task_id(actor.actor_id), f"{options.class_name}.__init__",
+        constructor = f"{options.class_name}.__init__"  # a named actor's is "name:Class.__init__"
+        self._events.submitted(creation_task_id(actor.actor_id),
+                               f"{options.name}:{constructor}" if options.name else constructor,
                                "ACTOR_CREATION_TASK", actor.actor_id, options.resources,
-                               getattr(options.scheduling, "group_id", None), "__init__",
+                               getattr(options.scheduling, "group_id", None), constructor,
                                job=options.owner_job)
         if deps:
             self._objects.when_ready(deps, lambda ok, a=actor: self._deps_ready(a, ok))
@@ -313,7 +319,7 @@ class ActorManager:
         if grant is not None:
             self._scheduler.release_and_start(grant)
         for call, err in fail:
-            self._finish_call(call, [error_data(err)], True)
+            self._finish_call(call, [error_data(err)], True, failure=err)
         if death is not None:
             self.die(actor, death.located(None, None, worker.node.ip), inflight)
         elif restart:
@@ -365,7 +371,7 @@ class ActorManager:
             self._objects.release(actor.deps, actor.args.refs)  # held for restarts until now
         data = error_data(death)
         for call in calls:
-            self._finish_call(call, [data], True)
+            self._finish_call(call, [data], True, failure=death)
         if grant is not None:
             self._scheduler.release_and_start(grant)
         if worker is not None and retire:
@@ -490,7 +496,8 @@ class ActorManager:
                 self._uncount(call)  # refused: it does not count against max_pending_calls
                 raise
         self._objects.create(return_ids, 1 if num_returns else 0, task_id)
-        self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id, func_name=method,
+        self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id,
+                               func_name=f"{actor.options.class_name}.{method}" if actor else method,
                                job=getattr(caller, "job_id", None))
         if streaming:
             self._streams.open(task_id, call.backpressure > 0 or (
@@ -498,7 +505,7 @@ class ActorManager:
         if dead:
             failure = actor.death if actor is not None else errors.ActorDied(
                 actor_id, errors.ActorDeath.UNKNOWN)
-            self._finish_call(call, [error_data(failure)], True)
+            self._finish_call(call, [error_data(failure)], True, failure=failure)
             return return_ids if num_returns else []
         with self._lock:
             if actor.state is ActorState.DEAD:  # died meanwhile: fail it as die() would have
@@ -508,7 +515,7 @@ class ActorManager:
                 actor.pending.append(call)
                 self.scope.carry_locked(carried)
         if dead:
-            self._finish_call(call, [error_data(actor.death)], True)
+            self._finish_call(call, [error_data(actor.death)], True, failure=actor.death)
         else:
             if held:
                 self._timers.call_later(UNAVAILABLE_AFTER_S, lambda: self._unavailable(call))
@@ -540,7 +547,7 @@ class ActorManager:
         if worker is not None:
             worker.flush()
         error = errors.ActorUnavailable(actor.actor_id, while_restarting=True)
-        self._finish_call(call, [error_data(error)], True)
+        self._finish_call(call, [error_data(error)], True, failure=error)
         self._flush(actor)  # the calls behind it, if it was the head waiting for its arguments
         self.scope.end_if_idle(actor)  # its handles may all be gone: nothing left to wait for
 
@@ -647,10 +654,12 @@ class ActorManager:
             else:
                 unfinished.pop(call.caller, None)
 
-    def _finish_call(self, call, datas, is_error, cancelled=False):
+    def _finish_call(self, call, datas, is_error, cancelled=False, failure=None):
+        """The call is over: its results (``datas``; ``is_error``) sealed, what it held let go.
+        ``failure``: the runtime's error that ended it (None: the worker's answer)."""
         nested = call.args.refs if call.args is not None else ()
         call.args = None  # its arguments (shared buffers among them) are not needed any more
-        self._events.finished(call.task_id, not is_error)
+        self._events.finished(call.task_id, not is_error, _ERROR_TYPES.get(type(failure)))
         self._uncount(call)
         if call.deps or nested:
             self._objects.release(call.deps, nested)
@@ -677,7 +686,9 @@ class ActorManager:
                 call.cancel_requested = True
                 worker.enqueue(protocol.Cancel(task_id, False))
         if worker is None:
-            self._finish_call(call, [error_data(errors.TaskCancelled(task_id))], True, cancelled=True)
+            cancelled_error = errors.TaskCancelled(task_id)
+            self._finish_call(call, [error_data(cancelled_error)], True, cancelled=True,
+                              failure=cancelled_error)
             self._flush(actor)
             self.scope.end_if_idle(actor)  # out of scope with nothing left: it ends now
         else:

@@ -26,7 +26,7 @@ ACTOR_CREATION_TASK = "ACTOR_CREATION_TASK"
 
 _DRIVER_TASK = "ff" * 20
 
-# Record layout (a list, mutated in place).
+# Record layout (a list, mutated in place); _OK: None while it runs, True, or the error type.
 (_NAME, _KIND, _ACTOR, _RESOURCES, _GROUP, _FUNC, _CREATED, _START, _END, _OK, _WORKER, _ATTEMPTS,
  _JOB, _PARENT) = range(14)
 
@@ -64,10 +64,12 @@ class TaskEvents:
             record[_WORKER] = (worker.node.hex, worker.worker_id, worker.pid)  # not the handle
             record[_START] = time.time()
 
-    def finished(self, task_id, ok):
+    def finished(self, task_id, ok, error_type=None):
+        """The task ended: ``ok``, else failed with Ray's ``error_type`` (default: its code
+        raised, ``TASK_EXECUTION_EXCEPTION``; ``ACTOR_DIED``, ``TASK_CANCELLED``...)."""
         record = self._records.get(task_id)
         if record is not None and record[_END] is None:
-            record[_OK] = ok
+            record[_OK] = True if ok else (error_type or "TASK_EXECUTION_EXCEPTION")
             record[_END] = time.time()
 
     def records(self):
@@ -80,7 +82,7 @@ class TaskEvents:
     def _describe(self, task_id, r):
         worker, start, end, ok = r[_WORKER], r[_START], r[_END], r[_OK]
         if end is not None:
-            state = "FINISHED" if ok else "FAILED"
+            state = "FINISHED" if ok is True else "FAILED"
         elif start is not None:
             state = "RUNNING"
         else:
@@ -95,7 +97,7 @@ class TaskEvents:
                 "node_id": worker[0] if worker is not None else None,
                 "worker_id": worker[1].hex() if worker is not None else None,
                 "worker_pid": worker[2] if worker is not None else None,
-                "error_type": "TASK_EXECUTION_EXCEPTION" if end is not None and not ok else None,
+                "error_type": ok if end is not None and ok is not True else None,
                 "language": "PYTHON", "required_resources": dict(r[_RESOURCES] or {}),
                 "runtime_env_info": None,
                 "placement_group_id": r[_GROUP].hex() if r[_GROUP] else None,

@@ -160,8 +160,10 @@ def death_cause_record(actor_id_hex, facts):
     """Ray's ``death_cause`` of an actor's State API record (``ActorState.death_cause``) from
     the facts the runtime reports (:meth:`ActorDied.facts`): ``{"creation_task_failure_context":
     {...}}`` for a failed constructor or argument, else ``{"actor_died_error_context":
-    {"error_message", "reason", "actor_id", "class_name", "pid", "name", "ray_namespace",
-    "node_ip_address", "never_started"}}``, the message as ``ActorDiedError`` writes it."""
+    {...}}`` with Ray's keys in Ray's order (``error_message``, ``owner_id`` and
+    ``owner_ip_address`` where the owner is known, ``node_ip_address`` and ``pid`` where the
+    actor was placed, ``name``, ``ray_namespace``, ``class_name``, ``actor_id``, ``reason``,
+    ``never_started``), the message as ``ActorDiedError`` writes it."""
     cause = ActorDeath(facts["cause"])
     if cause in (ActorDeath.CREATION_FAILED, ActorDeath.ARGS_FAILED):
         return {"creation_task_failure_context": {
@@ -174,15 +176,17 @@ def death_cause_record(actor_id_hex, facts):
     err.located(facts.get("name"), facts.get("namespace"), facts.get("ip"))
     if cause is ActorDeath.SPAWN_FAILED:
         return {"runtime_env_failed_context": {"error_message": _death_reason(err)}}
-    context = {"error_message": _death_reason(err),
-               "reason": _DEATH_REASON.get(cause, "UNSPECIFIED"), "actor_id": actor_id_hex,
-               "class_name": facts.get("class_name") or "", "name": facts.get("name") or "",
-               "ray_namespace": facts.get("namespace") or "",
-               "never_started": not facts.get("started", True)}
-    if facts.get("pid") is not None:
-        context["pid"] = facts["pid"]
+    context = {"error_message": _death_reason(err)}
+    if err.owner is not None:
+        context.update(owner_id=err.owner.worker_id, owner_ip_address=err.owner.ip)
     if facts.get("ip"):
         context["node_ip_address"] = facts["ip"]
+    if facts.get("pid") is not None:
+        context["pid"] = facts["pid"]
+    context.update(name=facts.get("name") or "", ray_namespace=facts.get("namespace") or "",
+                   class_name=facts.get("class_name") or "", actor_id=actor_id_hex,
+                   reason=_DEATH_REASON.get(cause, "UNSPECIFIED"),
+                   never_started=not facts.get("started", True))
     return {"actor_died_error_context": context}
 
 

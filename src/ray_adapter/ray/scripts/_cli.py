@@ -104,7 +104,7 @@ def _parser():
     p.add_argument("-f", "--filter", action="append", default=[], help='"key=value" or "key!=value"')
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--detail", action="store_true", help="every field (printed as YAML by default)")
-    p.add_argument("-o", "--format", choices=("default", "json", "yaml", "table"), default="default")
+    p.add_argument("--format", choices=("default", "json", "yaml", "table"), default="default")
     p.set_defaults(func=_list)
 
     p = sub.add_parser("get", help="one State API record by id, as YAML")
@@ -421,14 +421,16 @@ def _plain(record):
     import dataclasses
 
     data = dataclasses.asdict(record) if dataclasses.is_dataclass(record) else dict(record)
-    return {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in data.items() if v is not None}
+    return {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in data.items()}  # None: null, as Ray prints it
 
 
 def _table(rows):
     if not rows:
         return ""
-    columns = list(dict.fromkeys(k for row in rows for k in row if not isinstance(row[k], (dict, list))))
-    cells = [[str(i)] + [str(row.get(c, "")).replace("\n", " ") for c in columns]
+    # the scalar columns some row has a value in (a field no record has is left out)
+    columns = list(dict.fromkeys(k for row in rows for k in row
+                                 if row[k] is not None and not isinstance(row[k], (dict, list))))
+    cells = [[str(i)] + ["" if row.get(c) is None else str(row[c]).replace("\n", " ") for c in columns]
              for i, row in enumerate(rows)]
     header = [""] + [c.upper() for c in columns]
     widths = [max(len(r[i]) for r in cells + [header]) for i in range(len(header))]
