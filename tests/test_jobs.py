@@ -487,7 +487,7 @@ def test_real_rays_state_sdk_and_cli_read_the_head(head):
         assert done.returncode == 0, done.stderr
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         assert seen["actors"] == [["Keeper", "ALIVE", False]] and seen["get"] == "keeper"
-        assert seen["tasks"] == ["Keeper.__init__", "Keeper.ping"]
+        assert seen["tasks"] == ["Keeper.ping", "keeper:Keeper.__init__"]  # named: Ray's name
         assert seen["summary"] == ["Keeper.ping", "keeper:Keeper.__init__"] and seen["objects"] == 3
         assert seen["nodes"] == ["ALIVE"] and seen["workers"] == ["DRIVER", "WORKER"]
         assert seen["jobs"] == ["DRIVER"]
