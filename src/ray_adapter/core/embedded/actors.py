@@ -319,7 +319,7 @@ class ActorManager:
         if grant is not None:
             self._scheduler.release_and_start(grant)
         for call, err in fail:
-            self._finish_call(call, [error_data(err)], True, failure=err)
+            self._fail_call(call, err)
         if death is not None:
             self.die(actor, death.located(None, None, worker.node.ip), inflight)
         elif restart:
@@ -371,7 +371,7 @@ class ActorManager:
             self._objects.release(actor.deps, actor.args.refs)  # held for restarts until now
         data = error_data(death)
         for call in calls:
-            self._finish_call(call, [data], True, failure=death)
+            self._fail_call(call, death, data)
         if grant is not None:
             self._scheduler.release_and_start(grant)
         if worker is not None and retire:
@@ -505,7 +505,7 @@ class ActorManager:
         if dead:
             failure = actor.death if actor is not None else errors.ActorDied(
                 actor_id, errors.ActorDeath.UNKNOWN)
-            self._finish_call(call, [error_data(failure)], True, failure=failure)
+            self._fail_call(call, failure)
             return return_ids if num_returns else []
         with self._lock:
             if actor.state is ActorState.DEAD:  # died meanwhile: fail it as die() would have
@@ -515,7 +515,7 @@ class ActorManager:
                 actor.pending.append(call)
                 self.scope.carry_locked(carried)
         if dead:
-            self._finish_call(call, [error_data(actor.death)], True, failure=actor.death)
+            self._fail_call(call, actor.death)
         else:
             if held:
                 self._timers.call_later(UNAVAILABLE_AFTER_S, lambda: self._unavailable(call))
@@ -547,7 +547,7 @@ class ActorManager:
         if worker is not None:
             worker.flush()
         error = errors.ActorUnavailable(actor.actor_id, while_restarting=True)
-        self._finish_call(call, [error_data(error)], True, failure=error)
+        self._fail_call(call, error)
         self._flush(actor)  # the calls behind it, if it was the head waiting for its arguments
         self.scope.end_if_idle(actor)  # its handles may all be gone: nothing left to wait for
 
@@ -654,6 +654,12 @@ class ActorManager:
             else:
                 unfinished.pop(call.caller, None)
 
+    def _fail_call(self, call, failure, data=None, cancelled=False):
+        """End ``call`` with the runtime's error ``failure`` (``data``: it serialized already,
+        when many calls fail with one error)."""
+        self._finish_call(call, [data if data is not None else error_data(failure)], True,
+                          cancelled, failure)
+
     def _finish_call(self, call, datas, is_error, cancelled=False, failure=None):
         """The call is over: its results (``datas``; ``is_error``) sealed, what it held let go.
         ``failure``: the runtime's error that ended it (None: the worker's answer)."""
@@ -686,9 +692,7 @@ class ActorManager:
                 call.cancel_requested = True
                 worker.enqueue(protocol.Cancel(task_id, False))
         if worker is None:
-            cancelled_error = errors.TaskCancelled(task_id)
-            self._finish_call(call, [error_data(cancelled_error)], True, cancelled=True,
-                              failure=cancelled_error)
+            self._fail_call(call, errors.TaskCancelled(task_id), cancelled=True)
             self._flush(actor)
             self.scope.end_if_idle(actor)  # out of scope with nothing left: it ends now
         else:

@@ -124,10 +124,9 @@ class AttachedDrivers:
             return
         peer.spec = spec
         peer.job_id = ids.job_id(job) if job is not None else None
-        if peer.job_id is not None:  # a job's driver: Ray's worker id for it (a tool keeps its own)
-            peer.worker_id = ids.driver_worker_id(peer.job_id)
         peer.namespace = message.namespace
-        if peer.job_id is not None:
+        if peer.job_id is not None:  # a job's driver (a tool attached as observer has none)
+            peer.worker_id = ids.driver_worker_id(peer.job_id)  # Ray's id for it
             with self._lock:
                 self._jobs[peer.job_id] = (peer.namespace, message.code_path, message.main_module)
                 self._peers[peer.job_id] = peer

@@ -50,7 +50,7 @@ class StateReports:
         producing = {}
         if any(producer is not None for *_, producer, _owner in objects):
             producing = {r["task_id"]: r["state"] for r in self.events.records()}
-        head = self.scheduler.head
+        head, own_pid = self.scheduler.head, os.getpid()  # this process holds the rest
         out = []
         for oid, ready, is_error, nbytes, pinned, producer, owner in objects:
             if ready:  # as Ray's owner reports it: FINISHED, also for a failed task's result
@@ -63,7 +63,7 @@ class StateReports:
                         "attempt_number": 1,
                         "reference_type": "PINNED_IN_MEMORY" if pinned else "LOCAL_REFERENCE",
                         "call_site": "disabled", "type": "DRIVER",
-                        "pid": owner.pid if owner is not None else self._pid or os.getpid(),
+                        "pid": owner.pid if owner is not None else own_pid,
                         "ip": owner.node.ip if owner is not None else head.ip})
         return out
 

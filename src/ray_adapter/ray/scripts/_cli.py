@@ -335,21 +335,25 @@ def _list(o):
     if o.resource not in _LIST_KINDS:
         sys.stderr.write(_GAP.format(cmd=f"list {o.resource}", why=""))
         return 1
-    from ray_adapter.ray.util import state
-
     filters = []
     for text in o.filter:
         op = "!=" if "!=" in text else "="
         key, _, value = text.partition(op)
         filters.append((key.strip(), op, value.strip()))
-    with _Attached(o.address):
-        records = getattr(state, _LIST_KINDS[o.resource])(
-            filters=filters or None, limit=o.limit, detail=o.detail)
+    records = _records(o, filters or None, o.limit, o.detail)
     if not records:
         print("No resource in the cluster")
         return 0
     style = "yaml" if o.detail and o.format == "default" else o.format  # as Ray's --detail
     return _print_rows([_plain(r) for r in records], style)
+
+
+def _records(o, filters, limit, detail):
+    """The State API's records of ``o.resource`` from the runtime at ``o.address``."""
+    from ray_adapter.ray.util import state
+
+    with _Attached(o.address):
+        return getattr(state, _LIST_KINDS[o.resource])(filters=filters, limit=limit, detail=detail)
 
 
 def _get(o):
@@ -358,12 +362,8 @@ def _get(o):
     if not o.id:
         sys.stderr.write(f"Error: Missing argument 'ID'. Do you mean 'ray list {o.resource}'?\n")
         return 2
-    from ray_adapter.ray.util import state
-
     column = {"placement-groups": "placement_group_id"}.get(o.resource, o.resource[:-1] + "_id")
-    with _Attached(o.address):
-        records = getattr(state, _LIST_KINDS[o.resource])(
-            filters=[(column, "=", o.id)], limit=10_000, detail=True)
+    records = _records(o, [(column, "=", o.id)], 10_000, True)
     if not records:
         print(f"Resource with id={o.id} not found in the cluster.")
         return 0
