@@ -84,8 +84,9 @@ class Background:
 
 
 def free_port():
+    """A TCP port free on every address now (a head may bind it on 0.0.0.0, not only loopback)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
