@@ -58,6 +58,8 @@ def test_supported_symbols_exist_and_gaps_raise(module):
     mod = proxy_module(module)
     for name, entry in matrix.symbols(module).items():
         if entry.status("embedded") != "gap":
+            if entry.kind == "module":  # bound once imported, as in Ray (ray.util.collective)
+                importlib.import_module(f"{mod.__name__}.{name}")
             value = getattr(mod, name)  # raises if the proxy lacks it
             # a constant may be None in Ray too (ray.cloudpickle.builtin_code_type on CPython)
             assert value is not None or (entry.kind == "constant" and name in vars(mod)), entry.qualname
@@ -67,6 +69,15 @@ def test_supported_symbols_exist_and_gaps_raise(module):
             assert isinstance(info.value, AttributeError)
             assert entry.qualname in str(info.value) and "compat_matrix" in str(info.value)
             assert not hasattr(mod, name)
+            # `from ray.x import name` keeps the gap's message (Python's `from` would drop an
+            # AttributeError's for its own "cannot import name")
+            with pytest.raises(gaps.RayAdapterImportGapError) as info:
+                exec(f"from {mod.__name__} import {name}", {})
+            assert isinstance(info.value, ImportError) and str(info.value) == str(gaps.attribute_gap_error(module, name))
+    # a name Ray does not have either: Python's own ImportError, as under Ray
+    with pytest.raises(ImportError, match="cannot import name 'no_such_name_in_ray'") as info:
+        exec(f"from {mod.__name__} import no_such_name_in_ray", {})
+    assert not isinstance(info.value, gaps.RayAdapterGap)
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if provided(m)])

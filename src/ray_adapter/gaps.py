@@ -3,7 +3,8 @@
 Each error names the Ray symbol, says why it is missing and what to use instead, and points to
 its matrix entry. The classes subclass the builtin a Ray user's code would catch:
 ``AttributeError`` (so ``hasattr`` works), ``ModuleNotFoundError`` (so ``try: import ray.serve
-except ImportError`` works) and ``ValueError`` for options.
+except ImportError`` works), ``ImportError`` for ``from ray.x import name`` (so the message
+reaches the user) and ``ValueError`` for options.
 """
 import os
 import sys
@@ -15,6 +16,8 @@ class RayAdapterGap(Exception):
     """Mixin base: every gap error carries the matrix qualname it is about."""
 
     qualname = ""
+    #: The matrix has an entry for it, saying why it is missing (else: not a Ray name at all).
+    documented = False
 
 
 class RayAdapterGapError(RayAdapterGap, AttributeError):
@@ -23,6 +26,14 @@ class RayAdapterGapError(RayAdapterGap, AttributeError):
 
 class RayAdapterModuleGapError(RayAdapterGap, ModuleNotFoundError):
     """A Ray submodule the adapter does not provide."""
+
+
+class RayAdapterImportGapError(RayAdapterGap, ImportError):
+    """``from <ray module> import name`` of a Ray attribute the adapter does not provide.
+
+    Python's ``from`` statement turns an ``AttributeError`` of the module into its own bare
+    ``ImportError: cannot import name ...``, dropping the gap's message; this one (an
+    ``ImportError``, which ``from`` lets through) keeps it."""
 
 
 class RayAdapterOptionError(RayAdapterGap, ValueError):
@@ -73,6 +84,7 @@ def attribute_gap_error(module, name):
         err = RayAdapterGapError(f"module {module!r} has no attribute {name!r}")
     else:
         err = RayAdapterGapError(_message(qualname, entry, "attribute"))
+        err.documented = True
     err.qualname = qualname
     err.name, err.obj = name, None
     return err
@@ -128,6 +140,30 @@ def module_getattr(module):
             if os.path.exists(os.path.join(folder, name + ".py")) or \
                     os.path.exists(os.path.join(folder, name, "__init__.py")):
                 raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        raise attribute_gap_error(module, name)
+        err = attribute_gap_error(module, name)
+        if getattr(err, "documented", False) and _importing_from(sys._getframe(1)):
+            raise _import_gap_error(module, name, err) from None
+        raise err
 
     return __getattr__
+
+
+def _importing_from(frame):
+    """``frame``, or the code that called it through a module's ``__getattr__`` wrapping this
+    one, is running a ``from ... import name`` statement (its IMPORT_FROM opcode)."""
+    import dis  # only on a gap
+
+    while frame is not None and frame.f_code.co_name == "__getattr__":
+        frame = frame.f_back
+    if frame is None:
+        return False
+    code = frame.f_code.co_code
+    return 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == dis.opmap["IMPORT_FROM"]
+
+
+def _import_gap_error(module, name, gap):
+    """The ImportError ``from <module> import <name>`` raises for attribute gap ``gap``: its
+    message, its qualname."""
+    err = RayAdapterImportGapError(str(gap), name="ray_adapter." + module)
+    err.qualname, err.documented = gap.qualname, True
+    return err
