@@ -238,6 +238,37 @@ def test_a_driver_started_runtime_is_attachable_and_its_end_is_an_error_not_a_ha
     assert guest.finish()[0] == 0
 
 
+_JOBS = """
+import json, os, ray._private.state
+from ray.util.state import list_jobs
+print(json.dumps({"jobs": [[j.job_id, str(j.type), str(j.status), j.driver_info.pid, j.end_time]
+                           for j in list_jobs(detail=True)],
+                  "table": [[j["JobID"], j["DriverPid"], j["IsDead"]] for j in ray._private.state.jobs()],
+                  "pid": os.getpid()}), flush=True)
+"""
+
+
+def test_every_drivers_job_is_listed_whichever_driver_asks(registry):
+    """``list_jobs()`` and Ray's job table on a runtime a driver started: its own job and each
+    attached driver's, SUCCEEDED (and dead) once that driver has gone."""
+    owner = Background(registry, "import ray, sys\nray.init(num_cpus=1)\nprint('ready', flush=True)\n"
+                                 "sys.stdin.readline()" + _JOBS)
+    assert owner.line() == "ready"
+    guest = driver(registry, "import ray\nray.init(address='auto')" + _JOBS)
+    own, mine = guest["jobs"]
+    assert [j[:3] for j in guest["jobs"]] == [["01000000", "JobType.DRIVER", "RUNNING"],
+                                              ["02000000", "JobType.DRIVER", "RUNNING"]]
+    assert mine[3] == str(guest["pid"]) and own[3] != mine[3] and mine[4] == 0  # pid, end time
+    assert guest["table"] == [["01000000", int(own[3]), False], ["02000000", guest["pid"], False]]
+    owner.step()
+    seen = json.loads(owner.line())
+    assert [j[:3] for j in seen["jobs"]] == [["01000000", "JobType.DRIVER", "RUNNING"],
+                                             ["02000000", "JobType.DRIVER", "SUCCEEDED"]]
+    assert seen["jobs"][1][4] > 0 and seen["jobs"][0][3] == str(seen["pid"])
+    assert seen["table"] == [["01000000", seen["pid"], False], ["02000000", guest["pid"], True]]
+    assert owner.finish()[0] == 0
+
+
 def test_attaching_needs_a_runtime_and_takes_no_node_options(registry):
     missing = run_code("import ray\ntry:\n    ray.init(address='auto')\nexcept ConnectionError as e:\n"
                        "    print('refused:', e)", env=registry)

@@ -54,7 +54,11 @@ for name, actor in sorted(by_name().items()):
     (context, details), = cause.items()
     print(name, actor.class_name, actor.state, context)
     if context == "actor_died_error_context":
-        print("   ", details["reason"], "|", details["error_message"].splitlines()[0])
+        reason, message = details["reason"], details["error_message"].splitlines()[0]
+        if reason == "REF_DELETED":  # Ray 2.60 says this instead, now and then, of a dropped handle
+            reason = "OUT_OF_SCOPE"
+            message = message.replace(" including lineage ref count", "")
+        print("   ", reason, "|", message)
         print("   ", details["class_name"], details["name"], details["never_started"])
     else:
         print("   ", "ValueError: no constructor today" in details["formatted_exception_string"])
@@ -69,3 +73,39 @@ print("objects:", objects["total_objects"], round(objects["total_size_mb"]), obj
       objects["callsite_enabled"])
 (site, entry), = objects["summary"].items()
 print("   ", site, sorted(entry), entry["task_state_counts"], entry["ref_type_counts"])
+
+# Jobs: the State API's record of this driver's job, and Ray's job and actor tables
+import os  # noqa: E402
+
+import ray._private.state as global_state  # noqa: E402
+from ray.util.state import get_job, list_jobs  # noqa: E402
+
+(job,) = list_jobs()
+print("job:", type(job).__name__, job.type, job.status, job.submission_id, job.message,
+      job.job_id == ray.get_runtime_context().get_job_id(), job.start_time)
+info = job.driver_info
+print("   ", type(info).__name__, info.id == job.job_id, info.pid == str(os.getpid()),
+      "state_records.py" in job.entrypoint)
+(detailed,) = list_jobs(detail=True)
+print("   ", 0 < detailed.start_time <= time.time() * 1000, detailed.end_time, detailed.metadata,
+      detailed.runtime_env, detailed.driver_exit_code)
+print("   ", list_jobs(filters=[("status", "=", "SUCCEEDED")]), get_job(job.job_id))
+(entry,) = global_state.jobs()
+print("jobs():", sorted(entry), entry["JobID"] == job.job_id, entry["DriverPid"] == os.getpid(),
+      entry["IsDead"], entry["EndTime"], "state_records.py" in entry["Entrypoint"])
+live = Worker.options(name="live").remote()
+ray.get(live.ping.remote())
+entry = global_state.actors(live._actor_id.hex())
+print("actors():", sorted(entry), entry["State"], entry["Name"], entry["ActorClassName"],
+      entry["IsDetached"], entry["NumRestarts"], entry["EndTime"])
+print("   ", sorted(entry["Address"]), entry["Address"]["NodeID"] == ray.get_runtime_context().get_node_id(),
+      entry["JobID"] == job.job_id, entry["StartTime"] > 0, entry["Pid"] > 0)
+everyone = global_state.actors()
+dead = global_state.actors(actor_state_name="DEAD")
+print("   ", sorted(e["Name"] for e in everyone.values()), sorted(e["Name"] for e in dead.values()))
+print("   ", all(e["EndTime"] >= e["StartTime"] for e in dead.values()), global_state.actors("ff" * 16))
+try:
+    global_state.actors(actor_state_name="SLEEPING")
+except ValueError as e:
+    print("   ", type(e).__name__, e)
+print("node_ids:", global_state.node_ids() == [global_state.current_node_id()])

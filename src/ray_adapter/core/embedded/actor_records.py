@@ -6,6 +6,7 @@ import collections
 import enum
 import pickle
 import sys
+import time
 
 from ray_adapter.core import serialization
 from ray_adapter.core.embedded.resources import to_units
@@ -101,7 +102,7 @@ class ActorRecord:
     __slots__ = ("actor_id", "key", "args", "deps", "carried", "options", "units", "state",
                  "worker", "grant", "pending", "inflight", "restarts_left", "num_restarts",
                  "death", "kill_restart", "meta_blob", "env_blob", "scope", "unfinished", "window",
-                 "last_process")
+                 "last_process", "times")
 
     def __init__(self, actor_id, key, args, deps, carried, options):
         self.actor_id = actor_id
@@ -112,6 +113,10 @@ class ActorRecord:
         self.options = options
         self.units = {k: to_units(v) for k, v in options.resources.items() if v}
         self.state = ActorState.DEPENDENCIES_UNREADY
+        #: [registered, first alive, dead, last state change] (seconds since the epoch; None:
+        #: not yet), for Ray's actor table (``ray._private.state.actors()``)
+        now = time.time()
+        self.times = [now, None, None, now]
         self.worker = None
         self.last_process = None  # (pid, node) of the process it had, once dead (State API)
         self.grant = None

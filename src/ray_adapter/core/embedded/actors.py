@@ -36,6 +36,7 @@ import collections
 import os
 import signal
 import threading
+import time
 
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
@@ -242,6 +243,9 @@ class ActorManager:
                 return
             if actor.state is not ActorState.DEAD:
                 actor.state = ActorState.ALIVE
+                now = time.time()
+                actor.times[1] = actor.times[1] or now
+                actor.times[3] = now
             carried, actor.carried = actor.carried, ()
         self._events.finished(creation_task_id(actor.actor_id), True)
         self.scope.uncarry(carried)
@@ -344,6 +348,7 @@ class ActorManager:
             if actor.state is ActorState.DEAD:
                 return
             actor.state = ActorState.DEAD
+            actor.times[2] = actor.times[3] = time.time()
             o = actor.options
             if isinstance(death, errors.ActorDied):  # Ray's text says where it lived
                 alive_in = actor.worker

@@ -141,14 +141,17 @@ class EmbeddedBackend(RuntimeCore):
         self.tasks = TaskManager(scope=self.actors.scope, **shared)
         self.scheduler.spare = self.tasks.on_spare_resources
         self.nodes_added = Nodes(scheduler=self.scheduler, pool=self.pool)
-        self.reports = StateReports(job_id=self.job_id, driver_worker_id=self.driver_worker_id,
-                                    driver_pid=None if self.headless else self._pid, objects=self.objects,
-                                    scheduler=self.scheduler, events=self.events,
-                                    groups=self.groups, actors=self.actors, pool=self.pool)
         self.service = DriverService(self)
         self.drivers = AttachedDrivers(pool=self.pool, node=node, envs=self.envs, actors=self.actors,
                                        groups=self.groups, arena=self.arena, address=self.address,
                                        first_job=1 if self.headless else 2, ids=self.ids)
+        if not self.headless:  # this process's driver has the first job
+            self.drivers.job_records.driver_attached("", self.job_id.hex(), self._pid)
+        self.reports = StateReports(job_id=self.job_id, driver_worker_id=self.driver_worker_id,
+                                    driver_pid=None if self.headless else self._pid, objects=self.objects,
+                                    scheduler=self.scheduler, events=self.events,
+                                    groups=self.groups, actors=self.actors, pool=self.pool,
+                                    drivers=self.drivers)
         self._handlers = self._message_handlers()
         self._started = True
         _running.add(self)  # stopped at exit (one atexit handler for every session)

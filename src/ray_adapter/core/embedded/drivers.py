@@ -29,11 +29,44 @@ reader thread (``on_hello``) before any other message of it is handled.
 import pickle
 import sys
 import threading
+import time
 
 from ray_adapter.core import errors, ids
+from ray_adapter.core.job_records import command_line, driver_job_record
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.channel import Channel
 from ray_adapter.core.embedded.pool import WorkerHandle, WorkerState
+
+
+class DriverJobs:
+    """The job records of a runtime without a job server (one a driver's ``ray.init()``
+    started): its own driver's job and each attached driver's, kept in memory for this
+    runtime's life, as Ray's GCS keeps a job table (``ray.util.state.list_jobs()``,
+    ``ray._private.state.jobs()``). A ``ray start`` head keeps them in its job manager
+    instead (:mod:`.jobs`, the same methods). Own leaf lock (the records)."""
+
+    def __init__(self, ip):
+        self._ip = ip
+        self._lock = threading.Lock()
+        self._records = {}  # job id (hex) -> record, in the order the jobs started
+
+    def driver_attached(self, submission_id, job_id, pid):
+        """Driver ``pid`` of job ``job_id`` (hex) started (``submission_id``: none here)."""
+        record = driver_job_record(job_id, pid, self._ip, command_line(pid))
+        with self._lock:
+            self._records[job_id] = record
+
+    def driver_ended(self, job_id):
+        """Its driver detached or died: the job SUCCEEDED, as Ray reports a driver's job."""
+        with self._lock:
+            record = self._records.get(job_id)
+            if record is not None:
+                record.update(status="SUCCEEDED", end_time=int(time.time() * 1000))
+
+    def list(self):
+        """Every job's record (copies), oldest first."""
+        with self._lock:
+            return [dict(r, driver_info=dict(r["driver_info"])) for r in self._records.values()]
 
 
 class _NotAChild:
@@ -83,10 +116,10 @@ class AttachedDrivers:
         # job id -> (namespace, code path, main module); kept after the job while an actor of it
         # lives (a detached one may restart and need a worker of its job)
         self._jobs = {}
-        #: The head that serves jobs (:mod:`.jobs`) is told of each driver's job: its
-        #: ``driver_attached(submission_id or "", job_id hex, pid)`` and ``driver_ended(job_id
-        #: hex)``; None: nobody asks.
-        self.job_records = None
+        #: Where each driver's job is recorded (``driver_attached(submission_id or "", job_id
+        #: hex, pid)``, ``driver_ended(job_id hex)``, ``list()``): a :class:`DriverJobs`, or
+        #: the job manager of a head that serves jobs (:mod:`.jobs`), which replaces it.
+        self.job_records = DriverJobs(node.ip)
         self._peers = {}       # job id -> its driver's peer, while attached
 
     def accept(self, connection, pid):
@@ -133,9 +166,8 @@ class AttachedDrivers:
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
                                     peer.namespace, self._node.ip, self._address, pickle.dumps(env),
                                     id_salt=self._ids.caller_salt()))
-        records = self.job_records
-        if peer.job_id is not None and records is not None:
-            records.driver_attached(message.submission_id, peer.job_id.hex(), message.pid)
+        if peer.job_id is not None:
+            self.job_records.driver_attached(message.submission_id, peer.job_id.hex(), message.pid)
 
     def on_goodbye(self, peer, message, buffers):
         """The driver is detaching by choice (:class:`protocol.Exit`; its reader thread)."""
@@ -152,9 +184,7 @@ class AttachedDrivers:
                                                            peer.exit_intended))
         self._groups.end_job(peer.job_id)
         self._pool.end_job(peer.job_id)
-        records = self.job_records
-        if records is not None:
-            records.driver_ended(peer.job_id.hex())
+        self.job_records.driver_ended(peer.job_id.hex())
         if not self._actors.has_actors_of(peer.job_id):
             with self._lock:
                 self._jobs.pop(peer.job_id, None)

@@ -168,7 +168,7 @@ def _serve_jobs(backend, options):
     backend.drivers.job_records = jobs
     routes = {}
     for name in options.get("http_routes") or ():
-        routes.update(_provider(name)(backend.state, jobs.list))
+        routes.update(_provider(name)(backend.state))
     server = JobServer(jobs=jobs, host=options.get("dashboard_host") or "127.0.0.1",
                        port=options.get("dashboard_port") or DEFAULT_DASHBOARD_PORT, routes=routes)
     try:

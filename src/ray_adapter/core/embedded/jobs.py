@@ -44,6 +44,7 @@ import zipfile
 import psutil
 
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
+from ray_adapter.core.job_records import command_line, driver_job_record
 from ray_adapter.core.process_tree import signal_descendants
 from ray_adapter.core.threads import start_daemon
 
@@ -176,6 +177,7 @@ class JobManager:
         ``backend``: the runtime (entrypoint resources are reserved through it)."""
         os.makedirs(os.path.join(directory, "logs"), mode=0o700, exist_ok=True)
         self._dir, self._address, self._envs, self._backend = directory, address, envs, backend
+        self._ip = backend.head_ip  # where its drivers run
         self._packages = os.path.join(envs.package_root(), "job_packages")
         self._lock = threading.Lock()     # leaf: the live jobs, their followers, the drivers
         self._db_lock = threading.Lock()  # leaf: the database connection (its I/O under it only)
@@ -440,7 +442,7 @@ class JobManager:
         (``submission_id``): that job's record names its job id and process, as Ray's does
         (the first one, when it starts several). Any other: a DRIVER job of its own is
         recorded, RUNNING until it ends (:meth:`driver_ended`), as Ray lists drivers."""
-        driver_info = {"id": job_id, "node_ip_address": "127.0.0.1", "pid": str(pid)}
+        driver_info = {"id": job_id, "node_ip_address": self._ip, "pid": str(pid)}
         if submission_id:
             with self._db_lock:
                 row = self._db.execute("SELECT record FROM jobs WHERE submission_id = ?",
@@ -448,15 +450,7 @@ class JobManager:
             if row is not None and json.loads(row[0]).get("job_id") is None:
                 self._update(submission_id, job_id=job_id, driver_info=driver_info)
             return
-        try:
-            entrypoint = " ".join(psutil.Process(pid).cmdline())
-        except Exception:  # noqa: BLE001 - gone already, or not readable
-            entrypoint = ""
-        record = {"type": "DRIVER", "job_id": job_id, "submission_id": None,
-                  "driver_info": driver_info, "status": "RUNNING", "entrypoint": entrypoint,
-                  "message": None, "error_type": None, "start_time": _now_ms(), "end_time": None,
-                  "metadata": {}, "runtime_env": {}, "driver_agent_http_address": None,
-                  "driver_node_id": None, "driver_exit_code": None}
+        record = driver_job_record(job_id, pid, self._ip, command_line(pid))
         key = f"_driver:{job_id}:{record['start_time']}"
         with self._db_lock:
             self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?)",

@@ -15,18 +15,22 @@ class StateReports:
     """``state(kind)`` for the State API (mirrors the records of Ray's ``ray.util.state``)."""
 
     def __init__(self, *, job_id, driver_worker_id, driver_pid, objects, scheduler, events,
-                 groups, actors, pool):
+                 groups, actors, pool, drivers):
         """Collaborators: the job and driver it reports (``job_id``, ``driver_worker_id``,
         ``driver_pid``; None: a headless runtime, no driver of its own), and the components
         whose records it reads: the ``objects`` table, the ``scheduler`` (nodes), task
-        ``events``, placement ``groups``, ``actors`` and the worker ``pool``."""
+        ``events``, placement ``groups``, ``actors``, the worker ``pool`` and the attached
+        ``drivers`` (whose ``job_records`` list the jobs)."""
         self.job_id, self.driver_worker_id, self._pid = job_id, driver_worker_id, driver_pid
         self.objects, self.scheduler, self.events = objects, scheduler, events
-        self.groups, self.actors, self.pool = groups, actors, pool
+        self.groups, self.actors, self.pool, self.drivers = groups, actors, pool, drivers
 
     def state(self, kind):
-        """Records of ``kind`` (tasks, nodes, placement_groups, actors, workers, objects), as
-        dicts with the fields of Ray's State API; raises ValueError for another kind."""
+        """Records of ``kind`` (tasks, nodes, placement_groups, actors, workers, objects,
+        jobs), as dicts with the fields of Ray's State API (jobs: Ray's ``JobDetails``
+        fields); raises ValueError for another kind."""
+        if kind == "jobs":
+            return self.drivers.job_records.list()
         if kind == "tasks":
             return self.events.records()
         if kind == "nodes":
@@ -86,7 +90,10 @@ class StateReports:
                 "repr_name": "", "num_restarts": actor.num_restarts,
                 "num_restarts_due_to_lineage_reconstruction": 0,
                 "num_restarts_due_to_node_preemption": 0,
-                "creation_task_id": creation_task_id(actor.actor_id).hex()})
+                "creation_task_id": creation_task_id(actor.actor_id).hex(),
+                # Ray's actor table's (ray._private.state.actors()) beside the State API's
+                "times_ms": [None if t is None else int(t * 1000) for t in actor.times],
+                "node_ip": worker.node.ip if worker is not None else None})
         return out
 
     def _worker_states(self):

@@ -11,6 +11,7 @@ the local resources and yr are called after it is let go (an actor's death is de
 it, then acted on outside).
 """
 import threading
+import time
 
 from ray_adapter.core import errors
 from ray_adapter.core.interface import ActorInfo
@@ -30,7 +31,7 @@ class _Actor:
     table's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
 
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources", "call", "created", "options", "unfinished", "arg_holds")
+                 "resources", "call", "created", "options", "unfinished", "arg_holds", "times")
 
     def __init__(self, actor_id, proxy, info, detached, resources=None, options=None):
         self.resources = dict(resources or {})
@@ -48,6 +49,9 @@ class _Actor:
         self.death = None
         self.detached = detached
         self.arg_holds = None  # what its packed constructor arguments hold, until it is dead
+        # [registered, alive (the adapter sees it so once created), dead, last change]: seconds
+        now = time.time()
+        self.times = [now, now, None, now]
 
     def set_proxy(self, proxy):
         self.proxy = proxy
@@ -247,6 +251,7 @@ class ActorTable:
             return False
         actor.death = death  # before dead: readers without the lock see a death with it
         actor.dead = True
+        actor.times[2] = actor.times[3] = time.time()
         info = actor.info
         if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
             del self._names[(info.namespace, info.name)]

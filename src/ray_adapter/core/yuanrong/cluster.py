@@ -8,8 +8,10 @@ computes it twice, harmlessly); it reads the other components through their own 
 """
 import os
 import socket
+import time
 
 from ray_adapter.core.interface import CallContext
+from ray_adapter.core.job_records import command_line, driver_job_record
 from ray_adapter.core.yuanrong import shell
 
 
@@ -50,6 +52,7 @@ class ClusterView:
         self.namespace = namespace
         self.address = address
         self._ip = None
+        self._job_started = time.time()
 
     def object_store_stats(self):
         """Objects this driver's table keeps; yr does not report the bytes of its store."""
@@ -162,9 +165,15 @@ class ClusterView:
                      "required_resources": dict(a.resources), "is_detached": a.detached,
                      "death_cause": a.death.facts() if a.death is not None else None,
                      "num_restarts": 0, "num_restarts_due_to_lineage_reconstruction": 0,
-                     "num_restarts_due_to_node_preemption": 0} for a in actors]
+                     "num_restarts_due_to_node_preemption": 0,
+                     "times_ms": [None if t is None else int(t * 1000) for t in a.times],
+                     "node_ip": self._node_ip() if self.local_mode else None} for a in actors]
         if kind == "objects":
             return self.objects.states(self._node_ip())
+        if kind == "jobs":  # this driver's: the others of a cluster are its job server's
+            job = driver_job_record(self.job_id.hex(), os.getpid(), self._node_ip(),
+                                    command_line(os.getpid()))
+            return [dict(job, start_time=int(self._job_started * 1000))]
         raise NotImplementedError(f"the yuanrong backend records no {kind}")
 
     def _node_ip(self):

@@ -3,9 +3,10 @@
 Ray serves these from its GCS; here the runtime core answers them (no separate process).
 Provided: ``available_resources_per_node()``, ``total_resources_per_node()``,
 ``cluster_resources()``, ``available_resources()``, ``nodes()``, ``current_node_id()``,
-``node_ids()``, ``timeline()``, and ``state`` (a :class:`GlobalState`) with
-``placement_group_table(placement_group_id=None)``, ``get_placement_group_by_name``,
-``node_table``, ``_live_node_ids`` and the per-node resource methods. Ray's other names here
+``node_ids()``, ``timeline()``, ``actors()``, ``jobs()``, and ``state`` (a
+:class:`GlobalState`) with ``placement_group_table(placement_group_id=None)``,
+``get_placement_group_by_name``, ``node_table``, ``actor_table``, ``job_table``,
+``_live_node_ids`` and the per-node resource methods. Ray's other names here
 (its GCS tables and client plumbing) raise the matrix's gap error
 (``compat_matrix/ray._private.state.toml``).
 """
@@ -106,10 +107,80 @@ class GlobalState:
         with translated:
             return core().available_resources()
 
+    def actor_table(self, actor_id, job_id=None, actor_state_name=None):
+        """Ray's actor table: the entry of actor ``actor_id`` (hex; ``{}`` if unknown), or,
+        with ``actor_id`` None, ``{actor id hex: entry}`` of every actor (live and dead) of job
+        ``job_id`` (a ``ray.JobID``; None: every job) in state ``actor_state_name`` (None:
+        any). An entry: ActorID, ActorClassName, IsDetached, Name, JobID, Address and
+        OwnerAddress (IPAddress, Port, NodeID), State, NumRestarts, Timestamp, StartTime,
+        EndTime (ms since the epoch; 0: not yet), DeathCause (None while alive; else the
+        State API's ``death_cause``), Pid.
+        Raises ValueError for an unknown state name, as Ray does."""
+        if actor_state_name is not None and actor_state_name not in _ACTOR_STATES:
+            names = ", ".join(f'"{n}"' for n in _ACTOR_STATES[:-1])
+            raise ValueError(f'"{actor_state_name}" is not a valid actor state name, it must be '
+                             f'one of the following: {names}, or "{_ACTOR_STATES[-1]}"')
+        from ray_adapter.ray.util.state import _actor_record  # the State API's death cause
+
+        with translated:
+            records = [_actor_record(r) for r in core().state("actors")]
+            driver_node = core().context().node_id.hex()
+        table = {}
+        for record in records:
+            if actor_id is not None:
+                if record["actor_id"] == actor_id:
+                    return _actor_entry(record, driver_node)
+                continue
+            if job_id is not None and record["job_id"] != job_id.hex():
+                continue
+            if actor_state_name is not None and record["state"] != actor_state_name:
+                continue
+            table[record["actor_id"]] = _actor_entry(record, driver_node)
+        return {} if actor_id is not None else table
+
+    def job_table(self):
+        """Ray's job table: one dict per job (JobID, DriverIPAddress, DriverPid, Timestamp,
+        StartTime, EndTime: ms since the epoch, 0 while it runs; IsDead, Entrypoint), for
+        each driver's job this runtime knows (``ray.util.state.list_jobs``)."""
+        with translated:
+            records = core().state("jobs")
+        out = []
+        for job in records:
+            info = job.get("driver_info") or {}
+            if job.get("type") != "DRIVER" or not job.get("job_id"):
+                continue  # a submitted job is in the table through the driver it started
+            out.append({"JobID": job["job_id"], "DriverIPAddress": info.get("node_ip_address", ""),
+                        "DriverPid": int(info.get("pid") or 0),
+                        "Timestamp": job.get("end_time") or job.get("start_time") or 0,
+                        "StartTime": job.get("start_time") or 0, "EndTime": job.get("end_time") or 0,
+                        "IsDead": job.get("status") != "RUNNING",
+                        "Entrypoint": job.get("entrypoint") or ""})
+        return out
+
     def chrome_tracing_dump(self, filename=None):
         from ray_adapter.ray._private.profiling import timeline
 
         return timeline(filename)
+
+
+_ACTOR_STATES = ("DEPENDENCIES_UNREADY", "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD")
+
+
+def _actor_entry(record, driver_node):
+    """An actor table entry (Ray's keys) from the core's actor record."""
+    registered, alive, dead, changed = record.get("times_ms") or (0, None, None, 0)
+    node = record.get("node_id") or ""
+    ip = record.get("node_ip") or ""
+    return {
+        "ActorID": record["actor_id"], "ActorClassName": record["class_name"],
+        "IsDetached": bool(record.get("is_detached")), "Name": record.get("name") or "",
+        "JobID": record["job_id"],
+        "Address": {"IPAddress": ip, "Port": 0, "NodeID": node},
+        "OwnerAddress": {"IPAddress": ip, "Port": 0, "NodeID": driver_node},
+        "State": record["state"], "NumRestarts": record.get("num_restarts") or 0,
+        "Timestamp": float(changed or registered or 0), "StartTime": alive or 0, "EndTime": dead or 0,
+        "DeathCause": record.get("death_cause"), "Pid": record.get("pid") or 0,
+    }
 
 
 state = GlobalState()
@@ -144,8 +215,21 @@ def nodes():
 
 
 def node_ids():
-    """Hex ids of the live nodes."""
-    return [n["NodeID"] for n in nodes() if n["Alive"]]
+    """The ``node:<ip>`` resource name of each live node (as Ray's: usable as a custom
+    resource to place work on that node; not the head's ``node:__internal_head__``)."""
+    return [name for per_node in total_resources_per_node().values() for name in per_node
+            if name.startswith(NODE_ID_PREFIX) and name != HEAD_NODE_RESOURCE_NAME]
+
+
+def actors(actor_id=None, job_id=None, actor_state_name=None):
+    """Ray's actor table (``state.actor_table``): ``{actor id hex: entry}``, or one actor's
+    entry when ``actor_id`` (hex) is given."""
+    return state.actor_table(actor_id=actor_id, job_id=job_id, actor_state_name=actor_state_name)
+
+
+def jobs():
+    """Ray's job table (``state.job_table``): one dict per driver's job."""
+    return state.job_table()
 
 
 def current_node_id():

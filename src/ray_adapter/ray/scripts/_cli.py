@@ -25,7 +25,7 @@ _GAP = ("ray-adapter: `ray {cmd}` is not provided{why}. The compat matrix says w
         "(`ray-adapter report`, module ray.scripts.scripts).\n")
 _LIST_KINDS = {"actors": "list_actors", "tasks": "list_tasks", "nodes": "list_nodes",
                "placement-groups": "list_placement_groups", "workers": "list_workers",
-               "objects": "list_objects"}
+               "objects": "list_objects", "jobs": "list_jobs"}
 #: ``ray summary`` resources: (State API function, title, what the table groups by).
 _SUMMARIES = {"tasks": ("summarize_tasks", "Tasks", "func_name"),
               "actors": ("summarize_actors", "Actors", "class"),
@@ -98,7 +98,7 @@ def _parser():
     p.set_defaults(func=_status)
 
     p = sub.add_parser("list", help="State API records")
-    p.add_argument("resource", choices=sorted(list(_LIST_KINDS) + ["jobs", "cluster-events",
+    p.add_argument("resource", choices=sorted(list(_LIST_KINDS) + ["cluster-events",
                                                                    "runtime-envs"]))
     p.add_argument("--address", default=None)
     p.add_argument("-f", "--filter", action="append", default=[], help='"key=value" or "key!=value"')
@@ -108,7 +108,7 @@ def _parser():
     p.set_defaults(func=_list)
 
     p = sub.add_parser("get", help="one State API record by id, as YAML")
-    p.add_argument("resource", choices=sorted(_LIST_KINDS))
+    p.add_argument("resource", choices=sorted(k for k in _LIST_KINDS if k != "jobs"))  # as Ray's
     p.add_argument("id", nargs="?", default=None)
     p.add_argument("--address", default=None)
     p.set_defaults(func=_get)
@@ -329,9 +329,6 @@ def _pending_demands():
 
 
 def _list(o):
-    if o.resource == "jobs":
-        o.address = o.address or os.environ.get("RAY_ADDRESS") or "auto"  # the runtime's Jobs API
-        return _print_rows([_plain(j) for j in _client(o).list_jobs()], o.format)
     if o.resource not in _LIST_KINDS:
         sys.stderr.write(_GAP.format(cmd=f"list {o.resource}", why=""))
         return 1

@@ -13,7 +13,7 @@ answers in-process, completely. Jobs, logs, runtime envs and cluster events are 
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import core, translated
 from ray_adapter.ray._private.errors import death_cause_record
-from ray_adapter.ray.util.state._schema import (ActorState, NodeState, ObjectState,
+from ray_adapter.ray.util.state._schema import (ActorState, JobState, NodeState, ObjectState,
                                                 PlacementGroupState, TaskState, WorkerState)
 
 DEFAULT_LIMIT = 100
@@ -66,6 +66,7 @@ _SOURCES = {
     "tasks": (TaskState, lambda r: r),
     "workers": (WorkerState, lambda r: r),
     "objects": (ObjectState, lambda r: r),
+    "jobs": (JobState, lambda r: r),
 }
 
 
@@ -159,6 +160,35 @@ def list_objects(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAUL
     owner's ``type`` / ``pid`` / ``ip`` (the driver, which owns every object here; Ray lists
     one record per worker referencing an object). A freed object is not listed."""
     return _list("objects", filters, limit, detail)
+
+
+def list_jobs(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
+              detail=False, raise_on_missing_output=True, _explain=False):
+    """Jobs of this runtime, oldest first, as :class:`JobState` records (Ray's ``JobDetails``
+    fields and types: ``type`` a ``JobType``, ``status`` a ``JobStatus``, ``driver_info`` a
+    :class:`~ray.job_submission.DriverInfo`): each driver's
+    (``type`` DRIVER: this one, and each driver attached to the runtime; SUCCEEDED once it
+    ended) and, on a ``ray start`` head, each job submitted to it (SUBMISSION)."""
+    return [_job_state(j) for j in _list("jobs", filters, limit, detail)]
+
+
+def get_job(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
+    """The :class:`JobState` of the job with submission id ``id``, or None (as in Ray, a
+    driver's job, which has no submission id, is not found by its job id)."""
+    found = _get("jobs", "submission_id", id)
+    return _job_state(found) if found is not None else None
+
+
+def _job_state(job):
+    """``job`` with Ray's types: ``type`` a JobType, ``status`` a JobStatus, ``driver_info`` a
+    DriverInfo (the runtime's records are plain JSON)."""
+    from ray_adapter.ray.job_submission import DriverInfo, JobStatus, JobType  # when listed
+
+    job.type = JobType(job.type)
+    job.status = JobStatus(job.status)
+    if isinstance(job.driver_info, dict):
+        job.driver_info = DriverInfo(**job.driver_info)
+    return job
 
 
 def _get(kind, column, value):
@@ -273,7 +303,8 @@ def _actor_summary(actors):
     return {"cluster": {"summary": summary, "total_actors": len(actors), "summary_by": "class"}}
 
 
-__all__ = ["get_actor", "get_node", "get_placement_group", "get_task", "get_worker", "list_actors",
-           "list_nodes", "list_objects", "list_placement_groups", "list_tasks", "list_workers",
+__all__ = ["get_actor", "get_job", "get_node", "get_placement_group", "get_task", "get_worker",
+           "list_actors", "list_jobs", "list_nodes", "list_objects", "list_placement_groups",
+           "list_tasks", "list_workers",
            "summarize_actors", "summarize_objects", "summarize_tasks"]
 __getattr__ = gaps.module_getattr("ray.util.state")

@@ -21,25 +21,21 @@ from ray_adapter.ray.util import state as _state
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 
-_LISTED = ("actors", "nodes", "placement_groups", "tasks", "workers", "objects")
+_LISTED = ("actors", "nodes", "placement_groups", "tasks", "workers", "objects", "jobs")
 #: Routes Ray's dashboard has that this runtime does not provide: the matrix symbol of each.
 _NOT_PROVIDED = {"runtime_envs": "list_runtime_envs", "logs": "list_logs"}
-_JOB_FILTERABLE = ("job_id", "type", "status", "submission_id")
-_JOB_COLUMNS = ("job_id", "submission_id", "entrypoint", "type", "status", "message",
-                "error_type", "driver_info")
 
 
-def routes(state, jobs=None):
+def routes(state):
     """``{path: handler}`` for the head's HTTP server: ``state`` is the runtime's
-    ``RuntimeCore.state`` (``state(kind)`` -> raw records), ``jobs`` a function listing the
-    head's job records (Ray's JobDetails dicts) or None. Each handler takes the path's match
+    ``RuntimeCore.state`` (``state(kind)`` -> raw records; "jobs": the head's job records).
+    Each handler takes the path's match
     info (a dict) and the query's ``(key, value)`` pairs, and returns ``(status, body)``, body
     a JSON-ready dict; it may block briefly (the server runs it off its event loop)."""
     table = {f"/api/v0/{kind}": _lister(state, kind) for kind in _LISTED}
     table["/api/v0/tasks/summarize"] = _summarizer(state, "tasks", _state._task_summary)
     table["/api/v0/actors/summarize"] = _summarizer(state, "actors", _state._actor_summary)
     table["/api/v0/objects/summarize"] = _summarizer(state, "objects", _state._object_summary)
-    table["/api/v0/jobs"] = _job_lister(jobs)
     for path, symbol in _NOT_PROVIDED.items():
         table[f"/api/v0/{path}"] = _not_provided(symbol)
     table["/api/v0/tasks/timeline"] = lambda match, query: _reply(None, 501, (
@@ -114,31 +110,6 @@ def _summarizer(state, kind, summarize):
         body = _list_response(None, len(raw), len(raw))
         body["result"] = {"node_id_to_summary": summarize(raw)}
         return _reply(body)
-
-    return handle
-
-
-def _job_lister(jobs):
-    def handle(match, query):
-        if jobs is None:
-            return _not_provided("list_jobs")(match, query)
-        try:
-            limit, detail, filters = _options(query)
-            for column, predicate, _ in filters:
-                if column not in _JOB_FILTERABLE:
-                    raise ValueError(f"The given filter column {column} is not supported. "
-                                     f"Supported filter columns: {set(_JOB_FILTERABLE)}")
-                if predicate not in ("=", "!="):
-                    raise ValueError(f"Unsupported filter predicate {predicate!r}; use '=' or '!='.")
-        except ValueError as exc:
-            return _reply(None, 400, str(exc))
-        records = jobs()
-        matched = [r for r in records
-                   if all((str(r.get(c)) == v) == (p == "=") for c, p, v in filters)]
-        rows = matched[:limit]
-        if not detail:
-            rows = [{c: r.get(c) for c in _JOB_COLUMNS} for r in rows]
-        return _reply(_list_response(rows, len(records), len(matched)))
 
     return handle
 

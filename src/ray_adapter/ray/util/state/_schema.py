@@ -154,3 +154,24 @@ class ObjectState(_Schema):
     type: str = col(True)
     pid: int = col(True)
     ip: str = col(True)
+
+
+@dataclass
+class JobState(_Schema):
+    """A job (Ray's ``JobDetails`` fields): a driver's (``type`` DRIVER) or one submitted
+    through the Jobs API (SUBMISSION). Times are milliseconds since the epoch."""
+    job_id: Optional[str] = col(True)
+    submission_id: Optional[str] = col(True)
+    entrypoint: str = col()
+    type: str = col(True)
+    status: str = col(True)
+    message: Optional[str] = col()
+    error_type: Optional[str] = col()
+    driver_info: Optional[dict] = col()
+    start_time: Optional[int] = col(detail=True)
+    end_time: Optional[int] = col(detail=True)
+    metadata: Optional[dict] = col(detail=True)
+    runtime_env: Optional[dict] = col(detail=True)
+    driver_agent_http_address: Optional[str] = col(detail=True)
+    driver_node_id: Optional[str] = col(detail=True)
+    driver_exit_code: Optional[int] = col(detail=True)
