@@ -109,3 +109,4 @@ try:
 except ValueError as e:
     print("   ", type(e).__name__, e)
 print("node_ids:", global_state.node_ids() == [global_state.current_node_id()])
+

@@ -268,6 +268,7 @@ class ActorManager:
             if actor.worker is not worker:
                 return
             actor.worker = None
+            actor.last_process = _PastProcess(worker.pid, worker.node)  # listed with its death
             grant, actor.grant = actor.grant, None
             if actor.state is not ActorState.DEAD:
                 inflight = list(actor.inflight.values())
@@ -380,7 +381,7 @@ class ActorManager:
         if grant is not None:
             self._scheduler.release_and_start(grant)
         if worker is not None and retire:
-            self._pool.retire(worker)
+            self._pool.retire(worker, death)
         return worker
 
     def kill(self, actor_id, no_restart, death=None):

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import pickle
 import shutil
+import socket
 import time
 import uuid
 
@@ -70,6 +71,19 @@ def _shutdown_running():
         backend._at_exit()
 
 
+def _reserve_port(ip):
+    """A TCP socket bound to a free port of ``ip`` (loopback if ``ip`` is not this machine's),
+    not listening: the port names the runtime and no other process can take it meanwhile."""
+    for host in (ip, "127.0.0.1"):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((host, 0))
+            return sock
+        except OSError:
+            sock.close()
+    raise OSError("no TCP port can be reserved for the runtime's address")
+
+
 class EmbeddedBackend(RuntimeCore):
     """The single-machine runtime ``ray.init()`` starts by default: a head node, plus the
     virtual nodes of ``InitOptions.nodes`` / :meth:`add_node`. A façade: it builds the
@@ -91,8 +105,11 @@ class EmbeddedBackend(RuntimeCore):
         node = make_head(options)
         self.node_id, self.head_ip, self._pid = node.node_id, node.ip, os.getpid()
         self.headless = options.head_port is not None
-        self.address = (f"{self.head_ip}:{options.head_port}" if self.headless
-                        else f"embedded://{self.head_ip}:{self._pid}")
+        # A driver-started runtime's address is host:port as Ray's (code splits it): a port
+        # held bound (never listening; drivers attach through the Unix socket) while it runs.
+        self._address_port = None if self.headless else _reserve_port(self.head_ip)
+        port = options.head_port if self.headless else self._address_port.getsockname()[1]
+        self.address = f"{self.head_ip}:{port}"
         self.driver_task_id = self.ids.task()
         self.driver_worker_id = ids.driver_worker_id(self.job_id)
         self.namespace = options.namespace or str(uuid.uuid4())
@@ -126,7 +143,8 @@ class EmbeddedBackend(RuntimeCore):
             return protocol.Init(protocol.VERSION, job_id, node.node_id, worker_id, namespace,
                                  log_to_driver or job is not None, node.ip, pickle.dumps(spec.env),
                                  relay_output=job is not None, code_path=code_path,
-                                 main_module=main_module, id_salt=self.ids.caller_salt())
+                                 main_module=main_module, id_salt=self.ids.caller_salt(),
+                                 address=self.address)
 
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:
@@ -239,6 +257,8 @@ class EmbeddedBackend(RuntimeCore):
         self.streams.clear()
         self.envs.close()
         self.metrics.close()
+        if self._address_port is not None:
+            self._address_port.close()
 
     def _check_started(self):
         if not self._started:

@@ -15,7 +15,7 @@ has already put ``RAY_ADDRESS`` in place of a missing address):
   caller starts a runtime of its own);
 - ``"auto"``: that one, else the newest running runtime of this user; else
   :class:`NoRuntime`;
-- ``"host:port"`` / an ``embedded://`` address: the running runtime with that address, else
+- ``"host:port"``: the running runtime with that address, else
   None (not a runtime of this machine: a Yuanrong cluster's address).
 
 A record whose process is gone is stale (its runtime was SIGKILLed): it is removed when met,

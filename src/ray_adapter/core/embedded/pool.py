@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 
 from ray_adapter.core import ids
@@ -42,6 +43,8 @@ from ray_adapter.core.threads import blocking_signals, start_daemon
 
 #: Extra idle workers kept per node beyond its CPU count before idle ones are retired.
 IDLE_WORKER_SLACK = 2
+#: How many ended workers and drivers the State API still lists (the oldest go first).
+DEPARTED_KEPT = 1000
 
 
 class WorkerState(enum.Enum):
@@ -53,10 +56,18 @@ class WorkerState(enum.Enum):
     DRIVER = "driver"    # not a worker: an attached driver (drivers.DriverPeer)
 
 
+#: What the State API lists of an ended worker or driver (not its handle, which may hold a
+#: crashed task's arguments): ids, process, node, job, times (see WorkerHandle.times), and
+#: :meth:`WorkerHandle.exit_facts`.
+DepartedWorker = collections.namedtuple(
+    "DepartedWorker", "worker_id pid node job_id is_driver times exit")
+
+
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
-                 "followers", "booted", "boot_failure", "job_id", "namespace", "__weakref__")
+                 "followers", "booted", "boot_failure", "job_id", "namespace", "times",
+                 "retired_for", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -83,6 +94,23 @@ class WorkerHandle:
         # :class:`.drivers.DriverPeer`); None: the runtime's own job. Set before it is used.
         self.job_id = None
         self.namespace = None
+        #: [launched, first given work (None: never), ended (None: not yet)], in seconds since
+        #: the epoch: the State API lists a worker once it was given work, as Ray's GCS does
+        self.times = [time.time(), None, None]
+        self.retired_for = None  # why the runtime asked it to exit (see WorkerPool.retire)
+
+    def exit_facts(self):
+        """Why this ended worker or driver ended, as plain data for the State API: ``cause``
+        (``driver`` with ``intended``; ``exit_actor``; ``retired`` with ``why``; ``crashed``),
+        and the process's ``exit_code`` (None: unknown)."""
+        code = self.proc.returncode
+        if self.state is WorkerState.DRIVER:
+            return {"cause": "driver", "intended": self.exit_intended, "exit_code": code}
+        if self.exit_intended:
+            return {"cause": "exit_actor", "exit_code": code}
+        if self.retired_for is not None:
+            return {"cause": "retired", "why": self.retired_for, "exit_code": code}
+        return {"cause": "crashed", "exit_code": code}
 
     @property
     def alive(self):
@@ -146,6 +174,9 @@ class WorkerPool:
         self._on_exit = on_exit
         self._idle = {}                # (node id, spec key, job) -> [WorkerHandle]
         self._live = set()
+        # DepartedWorker of the last ended workers that had been given work, and of ended
+        # drivers: the State API lists them, as Ray keeps dead workers
+        self._departed = collections.deque(maxlen=DEPARTED_KEPT)
         self._prestarting = []         # pre-start threads (shutdown waits for them)
         self._closed = False
 
@@ -220,6 +251,7 @@ class WorkerPool:
             if self._closed:
                 raise RuntimeError("the runtime is shutting down")
             self._live.add(peer)
+        peer.times[1] = peer.times[0]  # a driver is listed from the start
         start_daemon(self._reader, f"ray-adapter-driver-{peer.pid}", (peer,))
 
     def prestart(self, node, count):
@@ -252,8 +284,11 @@ class WorkerPool:
             while idle:
                 worker = idle.pop()
                 if worker.alive:
+                    worker.times[1] = worker.times[1] or time.time()
                     return worker
-        return self.spawn(node, spec, job)
+        worker = self.spawn(node, spec, job)
+        worker.times[1] = time.time()
+        return worker
 
     def put_back(self, worker):
         """Return a task worker to the pool (retired instead when the node's idle workers, of
@@ -270,12 +305,15 @@ class WorkerPool:
                     worker.task = None
                     idle.append(worker)
                     return
-        self.retire(worker)
+        self.retire(worker, "idle")
 
-    def retire(self, worker):
-        """Ask a worker to exit (its reader reaps it)."""
+    def retire(self, worker, why):
+        """Ask a worker to exit (its reader reaps it); ``why`` is kept for the State API:
+        "idle", "job" (its job ended), "max_calls", or the death
+        (:class:`~ray_adapter.core.errors.ActorDied`) of the actor it hosted."""
         if worker.state is WorkerState.DEAD:
             return
+        worker.retired_for = why if isinstance(why, str) else dict(why.facts(), actor_id=why.actor_id.hex())
         worker.state = WorkerState.RETIRED
         worker.send(protocol.Exit())
 
@@ -287,7 +325,7 @@ class WorkerPool:
             for key in [k for k in self._idle if k[2] == job]:
                 del self._idle[key]
         for worker in ended:
-            self.retire(worker)
+            self.retire(worker, "job")
 
     def workers_of(self, node_id):
         """The live worker processes of node ``node_id`` (a removed node's are killed)."""
@@ -298,6 +336,12 @@ class WorkerPool:
         """A snapshot of every live worker handle (for the State API)."""
         with self._lock:
             return list(self._live)
+
+    def departed_workers(self):
+        """:class:`DepartedWorker` records of the last ended workers that had been given work
+        and of ended drivers, oldest first (for the State API)."""
+        with self._lock:
+            return list(self._departed)
 
     # -- reading -----------------------------------------------------------------------------
     def _reader(self, worker):
@@ -344,6 +388,13 @@ class WorkerPool:
             idle = self._idle.get((worker.node.node_id, worker.spec.key, worker.job_id))
             if idle and worker in idle:
                 idle.remove(worker)
+        worker.times[2] = time.time()
+        if worker.times[1] is not None:  # listed while alive: still listed, with its end
+            gone = DepartedWorker(worker.worker_id, worker.pid, worker.node, worker.job_id,
+                                  worker.state is WorkerState.DRIVER, tuple(worker.times),
+                                  worker.exit_facts())
+            with self._lock:
+                self._departed.append(gone)
         worker.state = WorkerState.DEAD
         self._on_exit(worker)
 

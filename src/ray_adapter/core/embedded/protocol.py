@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 12
+VERSION = 13
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -108,6 +108,8 @@ class Init(_Msg):
     main_module: str = ""
     #: The salt this process mints its tasks' and actor calls' ids with (``ids.caller_task_id``).
     id_salt: bytes = b""
+    #: The runtime's address (``host:port``; the worker's ``gcs_address``).
+    address: str = ""
 
 
 class Function(_Msg):

@@ -5,6 +5,7 @@ Stateless: every call reads its collaborators' snapshots (each taken under that 
 lock) and builds plain dicts; any thread may call.
 """
 import os
+import time
 
 from ray_adapter.core.embedded.actors import creation_task_id
 from ray_adapter.core.embedded.nodes import describe_all
@@ -24,6 +25,7 @@ class StateReports:
         self.job_id, self.driver_worker_id, self._pid = job_id, driver_worker_id, driver_pid
         self.objects, self.scheduler, self.events = objects, scheduler, events
         self.groups, self.actors, self.pool, self.drivers = groups, actors, pool, drivers
+        self._started = time.time()  # this process's driver's start (its job's)
 
     def state(self, kind):
         """Records of ``kind`` (tasks, nodes, placement_groups, actors, workers, objects,
@@ -98,18 +100,39 @@ class StateReports:
 
     def _worker_states(self):
         """This process's driver (none when headless), each attached driver (not a tool
-        attached as an observer: it has no job) and each live worker."""
+        attached as an observer: it has no job), each worker that has been given work (an
+        idle pre-started one is not listed, as Ray's GCS has not heard of it), and the last
+        ended ones of those, with their ``exit`` facts (the proxy writes Ray's exit type and
+        detail from them). Times in milliseconds since the epoch (``end_time_ms`` 0 while
+        alive, as Ray's)."""
         head = self.scheduler.head
         out = []
         if self._pid is not None:
             out.append({"worker_id": self.driver_worker_id.hex(), "is_alive": True,
                         "worker_type": "DRIVER", "exit_type": None, "node_id": head.hex,
-                        "ip": head.ip, "pid": self._pid, "exit_detail": None})
-        for w in self.pool.live_workers():
-            if w.state is WorkerState.DRIVER and w.job_id is None:
+                        "ip": head.ip, "pid": self._pid, "exit_detail": None,
+                        "start_time_ms": _ms(self._started), "end_time_ms": 0})
+        for w in self.pool.departed_workers():
+            if w.is_driver and w.job_id is None:
                 continue
-            out.append({"worker_id": w.worker_id.hex(), "is_alive": w.state is not WorkerState.DEAD,
-                        "worker_type": "DRIVER" if w.state is WorkerState.DRIVER else "WORKER",
-                        "exit_type": None, "node_id": w.node.hex,
-                        "ip": w.node.ip, "pid": w.pid, "exit_detail": None})
+            out.append(self._worker(w.worker_id, w.pid, w.node, w.is_driver, w.times, w.exit))
+        for w in self.pool.live_workers():
+            if w.times[1] is None or (w.state is WorkerState.DRIVER and w.job_id is None):
+                continue
+            out.append(self._worker(w.worker_id, w.pid, w.node, w.state is WorkerState.DRIVER,
+                                    w.times, None))
         return out
+
+    @staticmethod
+    def _worker(worker_id, pid, node, is_driver, times, exit_facts):
+        launched, given_work, ended = times
+        return {"worker_id": worker_id.hex(), "is_alive": exit_facts is None,
+                "worker_type": "DRIVER" if is_driver else "WORKER", "exit_type": None,
+                "node_id": node.hex, "ip": node.ip, "pid": pid, "exit_detail": None,
+                "exit": exit_facts, "worker_launch_time_ms": _ms(launched),
+                "worker_launched_time_ms": _ms(launched), "start_time_ms": _ms(launched),
+                "end_time_ms": _ms(ended) if ended is not None else 0}
+
+
+def _ms(seconds):
+    return int(seconds * 1000)

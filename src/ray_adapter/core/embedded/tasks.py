@@ -268,7 +268,7 @@ class TaskManager:
         elif grant is not None:
             limit = record.options.max_calls
             if limit and worker.calls[record.key] >= limit:
-                self._pool.retire(worker)  # max_calls reached: a fresh worker replaces it
+                self._pool.retire(worker, "max_calls")  # a fresh worker replaces it
             else:
                 self._pool.put_back(worker)
             self._scheduler.release_and_start(grant)

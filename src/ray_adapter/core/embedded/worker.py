@@ -87,6 +87,7 @@ class Worker:
         self.id_salt = b""  # from Init: this process mints its actor calls' ids with it
         self.namespace = None
         self.node_ip = "127.0.0.1"
+        self.address = ""               # the runtime's (gcs_address)
         self.runtime_env = None         # the env this process was started for (Init)
         # -- the actor (set by CreateActor in the main thread, read-only after) ---------------
         self.actor_id = None
@@ -213,6 +214,7 @@ class Worker:
         if message.main_module:
             os.environ[MAIN_MODULE_ENV] = message.main_module
         self.namespace, self.node_ip = message.namespace, message.node_ip
+        self.address = message.address
         if message.runtime_env:
             import pickle
 

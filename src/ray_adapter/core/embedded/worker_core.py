@@ -21,7 +21,6 @@ Cluster state (nodes, resources, placement groups, State API records) is one typ
 """
 import contextvars
 import itertools
-import os
 import queue
 import threading
 
@@ -423,7 +422,7 @@ class WorkerCore(RuntimeCore):
             node_ip_address=w.node_ip,
             placement_group_id=(a.group_id or None) if a is not None else None,
             capture_child_tasks=bool(a is not None and a.capture),
-            gcs_address=f"embedded://127.0.0.1:{os.getppid()}",
+            gcs_address=w.address,
             accelerator_ids={k: list(v) for k, v in a.accelerators.items()} if a is not None else {},
             is_canceled=canceled, actor_is_async=host is not None and host.is_async,
             function_name=current_function.get())

@@ -155,7 +155,8 @@ class ClusterView:
         if kind == "workers":
             return [{"worker_id": self.worker_id.hex(), "is_alive": True, "worker_type": "DRIVER",
                      "exit_type": None, "node_id": self.node_id.hex(), "ip": self._node_ip(),
-                     "pid": os.getpid(), "exit_detail": None}]
+                     "pid": os.getpid(), "exit_detail": None,
+                     "start_time_ms": int(self._job_started * 1000), "end_time_ms": 0}]
         if kind == "actors":
             actors = self.actors.records()
             return [{"actor_id": a.actor_id.hex(), "class_name": a.info.class_name,

@@ -190,6 +190,47 @@ def death_cause_record(actor_id_hex, facts):
     return {"actor_died_error_context": context}
 
 
+_CONNECTION_LOST = (
+    "Worker unexpectedly exits with a connection error code 2. End of file. Some common causes "
+    "include: (1) the process was killed by the OOM killer due to high memory usage, (2) ray "
+    "stop --force was called, or (3) the worker crashed unexpectedly due to SIGSEGV or another "
+    "unexpected error. If the process was killed by the kernel OOM killer (verifiable by "
+    "checking for OOM in dmesg of the OOMing node), consider enabling resource isolation via "
+    "--enable-resource-isolation to prevent node deaths by resource contention and significant "
+    "loss of progress by uninformed kernel OOM killing.")
+_CONSTRUCTOR_FAILED = (
+    "Worker exits because there was an exception in the initialization method (e.g., "
+    "__init__). Fix the exceptions from the initialization to resolve the issue. ")
+_RETIRED = {
+    "idle": ("Worker exits because it was idle (it doesn't have objects it owns while no task "
+             "or actor has been scheduled) for a long time."),
+    "job": "Worker exits because its job has finished.",
+    "max_calls": "Worker exits because it reached max_calls.",
+}
+
+
+def worker_exit(facts):
+    """``(exit_type, exit_detail)`` of an ended worker or driver as Ray's State API lists it
+    (``WorkerState``), from the facts the runtime reports (``WorkerHandle.exit_facts``)."""
+    cause = facts["cause"]
+    if cause == "driver":
+        if facts.get("intended"):
+            return "INTENDED_USER_EXIT", "Shutdown by ray.shutdown()."
+        return "SYSTEM_ERROR", _CONNECTION_LOST
+    if cause == "exit_actor":
+        return "INTENDED_USER_EXIT", _ACTOR_DEATH_TEXT[ActorDeath.EXITED].split("Worker exit detail: ")[1]
+    if cause == "retired":
+        why = facts["why"]
+        if isinstance(why, dict) and why["cause"] == ActorDeath.CREATION_FAILED.value:
+            return "USER_ERROR", _CONSTRUCTOR_FAILED + (why.get("creation_error") or "")
+        if isinstance(why, dict):  # the actor it hosted died
+            context = death_cause_record(why["actor_id"], why)
+            message = next(iter(context.values())).get("error_message", "")
+            return "INTENDED_SYSTEM_EXIT", f"Worker exits because the actor is killed. {message}"
+        return "INTENDED_SYSTEM_EXIT", _RETIRED.get(why, f"Worker exits ({why}).")
+    return "SYSTEM_ERROR", _CONNECTION_LOST
+
+
 def _worker_crash_text(err):
     if err.cause is WorkerDeath.SPAWN_FAILED:
         return (f"The worker died unexpectedly while executing this task: no worker process could "

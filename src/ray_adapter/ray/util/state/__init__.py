@@ -12,7 +12,7 @@ answers in-process, completely. Jobs, logs, runtime envs and cluster events are 
 """
 from ray_adapter import gaps
 from ray_adapter.ray._private.core_access import core, translated
-from ray_adapter.ray._private.errors import death_cause_record
+from ray_adapter.ray._private.errors import death_cause_record, worker_exit
 from ray_adapter.ray.util.state._schema import (ActorState, JobState, NodeState, ObjectState,
                                                 PlacementGroupState, TaskState, WorkerState)
 
@@ -40,6 +40,14 @@ def _actor_record(a):
     return dict(a, death_cause=death_cause_record(a["actor_id"], facts))
 
 
+def _worker_record(w):
+    facts = w.get("exit")
+    if not facts:
+        return w
+    exit_type, detail = worker_exit(facts)
+    return dict(w, exit_type=exit_type, exit_detail=detail)
+
+
 def _node_record(n):
     return {"node_id": n["node_id"], "node_ip": n["address"], "is_head_node": bool(n.get("is_head")),
             "state": "ALIVE" if n["alive"] else "DEAD", "state_message": None,
@@ -64,7 +72,7 @@ _SOURCES = {
     "nodes": (NodeState, _node_record),
     "placement_groups": (PlacementGroupState, _group_record),
     "tasks": (TaskState, lambda r: r),
-    "workers": (WorkerState, lambda r: r),
+    "workers": (WorkerState, _worker_record),
     "objects": (ObjectState, lambda r: r),
     "jobs": (JobState, lambda r: r),
 }
@@ -145,7 +153,9 @@ def list_tasks(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_
 
 def list_workers(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
                  detail=False, raise_on_missing_output=True, _explain=False):
-    """The driver and the live worker processes, as :class:`WorkerState` records."""
+    """Workers and drivers, as :class:`WorkerState` records (as Ray's): the drivers, each
+    worker process that has been given work (an idle pre-started one is not listed), and the
+    last ended ones (``is_alive`` False, with Ray's ``exit_type`` and ``exit_detail``)."""
     return _list("workers", filters, limit, detail)
 
 
