@@ -110,3 +110,19 @@ except ValueError as e:
     print("   ", type(e).__name__, e)
 print("node_ids:", global_state.node_ids() == [global_state.current_node_id()])
 
+
+# A placement group's State API record: bundles and stats shaped as Ray's
+from ray.util.state import list_placement_groups  # noqa: E402
+
+group = ray.util.placement_group([{"CPU": 0.5}, {"CPU": 0.5}], name="pair")
+ray.get(group.ready())
+(record,) = [g for g in list_placement_groups(detail=True) if g.name == "pair"]
+print("group:", record.state, record.is_detached, [sorted(b) for b in record.bundles][0])
+print("   ", [(sorted(b["bundle_id"]), b["bundle_id"]["bundle_index"],
+             b["bundle_id"]["placement_group_id"] == record.placement_group_id,
+             b["unit_resources"], b["node_id"] == ray.get_runtime_context().get_node_id())
+            for b in record.bundles])
+print("   ", sorted(record.stats), record.stats["scheduling_state"], record.stats["scheduling_attempt"])
+print("   ", {k: type(v).__name__ for k, v in sorted(record.stats.items())})
+print("   ", int(record.stats["creation_request_received_ns"]) > 1.7e18,
+      int(record.stats["end_to_end_creation_latency_us"]) >= 0)

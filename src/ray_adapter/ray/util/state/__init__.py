@@ -58,12 +58,24 @@ def _node_record(n):
 
 
 def _group_record(g):
+    """The State API's placement group: bundles and stats as Ray's (its protobuf messages as
+    dicts: 64-bit figures are strings, times in ns, latencies in us)."""
     gid = g["placement_group_id"].hex()
     nodes = g["bundle_nodes"]
+    stats = g["stats"]
+    requested_ns = int(g.get("requested_at", 0) * 1e9)
+    latency_us = str(int(stats["end_to_end_creation_latency_ms"] * 1000))
     return {"placement_group_id": gid, "name": g["name"], "creator_job_id": g["creator_job_id"].hex(),
-            "state": g["state"], "is_detached": g["detached"], "stats": dict(g["stats"]),
-            "bundles": [{"bundle_id": f"{gid}", "bundle_index": i, "node_id": nodes[i] if i < len(nodes) else None,
-                         "unit_resources": dict(b), "label_selector": {}}
+            "state": g["state"], "is_detached": g["detached"],
+            "stats": {"creation_request_received_ns": str(requested_ns),
+                      "scheduling_started_time_ns": str(requested_ns),
+                      "scheduling_latency_us": latency_us, "end_to_end_creation_latency_us": latency_us,
+                      "scheduling_attempt": stats["scheduling_attempt"],
+                      "scheduling_state": stats["scheduling_state"],
+                      "highest_retry_delay_ms": stats["highest_retry_delay_ms"]},
+            "bundles": [{"bundle_id": {"placement_group_id": gid, "bundle_index": i},
+                         "unit_resources": dict(b), "node_id": nodes[i] if i < len(nodes) else None,
+                         "label_selector": {}}
                         for i, b in enumerate(g["bundles"])]}
 
 
