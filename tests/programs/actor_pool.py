@@ -150,7 +150,7 @@ show("map() while a submit runs and one waits", list(pool.map(lambda a, v: a.dou
 doomed, survivor = Worker.remote(0), Worker.remote(1)
 pool = ActorPool([doomed, survivor])
 pool.submit(lambda a, v: a.double.remote(v), 1)  # the second actor (pop() takes the last)
-pool.submit(lambda a, v: a.slow.remote(v), 30)   # the first
+pool.submit(lambda a, v: a.slow.remote(v), 5)    # the first (yr-local cannot interrupt it: it ends by itself)
 show("first result", pool.get_next())
 ray.kill(doomed)
 try:
