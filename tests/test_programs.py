@@ -56,9 +56,9 @@ YR_LOCAL_SKIPS = {
                       "(Yuanrong sets device visibility itself; matrix: ray.get_gpu_ids partial)",
     "runtime_envs": "runs tasks in a working_dir copy: in yr local mode tasks are threads of "
                     "the driver, whose cwd cannot change per task (see the compat matrix)",
-    "state_workers": "lists worker processes and why each ended: in yr local mode tasks and "
-                     "actors are threads of the driver, the one process listed (matrix: "
-                     "ray.util.state.list_workers partial)",
+    "state_workers": "lists worker processes and tasks: in yr local mode tasks and actors are "
+                     "threads of the driver, the one process listed, and no task events are "
+                     "recorded (matrix: ray.util.state list_workers partial, list_tasks gap)",
 }
 RUNTIMES = ["embedded", "yr-local"]
 # Programs that import an optional package: skipped (saying so) where it is not installed.

@@ -1,11 +1,12 @@
-"""The State API's workers, in the driver: a worker is listed once it was given work (a
-pre-started idle one is not), and an ended one stays listed with Ray's exit type and detail
-(an actor killed or dropped, exit_actor(), a crash, a failed constructor)."""
+"""The State API's workers and tasks, in the driver: a worker is listed once it was given work
+(a pre-started idle one is not), and an ended one stays listed with Ray's exit type and detail
+(an actor killed or dropped, exit_actor(), a crash, a failed constructor); what each kind of
+task reports as required."""
 import os
 import time
 
 import ray
-from ray.util.state import list_actors, list_workers
+from ray.util.state import list_actors, list_tasks, list_workers
 
 ray.init(num_cpus=2)
 
@@ -55,3 +56,31 @@ for w in sorted(list_workers(detail=True), key=lambda w: (w.worker_type, names.g
         continue
     print(name, w.worker_type, w.is_alive, w.exit_type, (w.exit_detail or "").split(". ")[0][:90])
     print("   ", w.start_time_ms > 0, w.end_time_ms == 0 if w.is_alive else w.end_time_ms >= w.start_time_ms)
+
+# What each kind of task reports as required: Ray's 1 CPU on the calls of an actor naming no
+# resource (none on its constructor), the reverse for an actor that names its CPUs
+
+@ray.remote
+def plain():
+    return 1
+
+
+@ray.remote(num_cpus=0.5)
+class Sized:
+    def f(self):
+        return 1
+
+
+sized = Sized.remote()
+ray.get([sized.f.remote(), plain.remote(), Worker.options(name="w2").remote().ping.remote()])
+wanted = ["Sized.__init__", "Sized.f", "Worker.ping", "plain", "w2:Worker.__init__"]
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    seen = {}
+    for t in list_tasks(detail=True, limit=10000):
+        seen.setdefault(t.name, set()).add((t.type, tuple(sorted(t.required_resources.items()))))
+    if all(name in seen for name in wanted):
+        break
+    time.sleep(0.2)
+for name in wanted:
+    print("task:", name, sorted(seen.get(name, ())))

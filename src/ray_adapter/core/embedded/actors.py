@@ -503,7 +503,7 @@ class ActorManager:
                 raise
         self._objects.create(return_ids, 1 if num_returns else 0, task_id)
         self._events.submitted(task_id, options.name, "ACTOR_TASK", actor_id,
-                               func_name=f"{actor.options.class_name}.{method}" if actor else method,
+                               actor.options.method_resources if actor else None, func_name=f"{actor.options.class_name}.{method}" if actor else method,
                                job=getattr(caller, "job_id", None))
         if streaming:
             self._streams.open(task_id, call.backpressure > 0 or (

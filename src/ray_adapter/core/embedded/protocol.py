@@ -366,6 +366,7 @@ class ActorOptionsWire(msgspec.Struct, array_like=True, gc=False, kw_only=True):
     concurrency_groups: Dict[str, int]
     max_pending_calls: int
     generator_backpressure: int
+    method_resources: Dict[str, float] = {}
 
 
 class SubmitTaskReq(_Msg):

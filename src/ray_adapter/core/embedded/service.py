@@ -96,6 +96,7 @@ class DriverService:
             detached=o.detached, runtime_env=o.runtime_env, scheduling=o.scheduling,
             handle_meta=SerializedMeta(o.handle_meta), concurrency_groups=o.concurrency_groups,
             max_pending_calls=o.max_pending_calls, generator_backpressure=o.generator_backpressure,
+            method_resources=dict(o.method_resources),
             owner_job=worker.job_id)
         if options.namespace is None:
             options.namespace = worker.namespace

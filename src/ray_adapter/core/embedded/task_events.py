@@ -98,7 +98,7 @@ class TaskEvents:
                 "worker_id": worker[1].hex() if worker is not None else None,
                 "worker_pid": worker[2] if worker is not None else None,
                 "error_type": ok if end is not None and ok is not True else None,
-                "language": "PYTHON", "required_resources": dict(r[_RESOURCES] or {}),
+                "language": "PYTHON", "required_resources": {k: float(v) for k, v in (r[_RESOURCES] or {}).items()},
                 "runtime_env_info": None,
                 "placement_group_id": r[_GROUP].hex() if r[_GROUP] else None,
                 "creation_time_ms": int(r[_CREATED] * 1000),

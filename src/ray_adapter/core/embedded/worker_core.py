@@ -318,7 +318,8 @@ class WorkerCore(RuntimeCore):
             # cloudpickled: method options may name classes defined in __main__ (by value)
             handle_meta=serialization.dumps_plain(o.handle_meta),
             concurrency_groups=dict(o.concurrency_groups or {}), max_pending_calls=o.max_pending_calls,
-            generator_backpressure=o.generator_backpressure)
+            generator_backpressure=o.generator_backpressure,
+            method_resources=dict(o.method_resources))
 
         def build(rid):
             buffers = []

@@ -393,6 +393,7 @@ def actor_options(options, cls, handle_meta, is_async):
         concurrency_groups=dict(options.get("concurrency_groups") or {}),
         max_pending_calls=-1 if options.get("max_pending_calls") is None else options["max_pending_calls"],
         generator_backpressure=_or_default(options.get("_actor_generator_backpressure_num_objects"), -1),
+        method_resources={"CPU": 1.0} if is_default_actor(options) else {},
     )
 
 
