@@ -229,3 +229,43 @@ def test_runtime_context_reports_placement_and_reconstruction(ray):
     assert set(ids) == {"GPU", "neuron_cores", "NPU", "MBLT", "RBLN", "TPU", "HPU", "FURIOSA", "TTNPU"}
     assert all(v == [] for v in ids.values())
     assert ctx.get_node_labels()["ray.io/node-id"] == ctx.get_node_id()
+
+
+def test_dead_actors_leave_the_table_once_nothing_holds_them():
+    """An actor that died (killed, exit_actor, crashed) while its handle was held is let go
+    when the handle goes: only the last DEPARTED_KEPT dead actors stay listed, without their
+    constructor's arguments (they used to stay in the table for good, arguments and all)."""
+    from conftest import run_code
+
+    done = run_code("""
+import gc, os, json
+import ray_adapter.core.embedded.actors as actors_module
+actors_module.DEPARTED_KEPT = 10
+import ray
+ray.init(num_cpus=1)
+@ray.remote
+class A:
+    def __init__(self, blob): pass
+    def ping(self): return 1
+    def leave(self): ray.actor.exit_actor()
+    def crash(self): os._exit(1)
+for i in range(30):
+    a = A.remote(b"x" * 100_000)
+    ray.get(a.ping.remote())
+    if i % 3 == 0:
+        ray.kill(a)
+    else:
+        try:
+            ray.get((a.leave if i % 3 == 1 else a.crash).remote())
+        except Exception:
+            pass
+    del a
+gc.collect()
+import ray._private.state as state
+table = [o for o in gc.get_objects() if type(o).__name__ == "ActorManager"][0]
+print(json.dumps([len(state.actors()), len(table._actors),
+                  sorted({e["State"] for e in state.actors().values()})]))
+""", timeout=180)
+    assert done.returncode == 0, done.stderr
+    listed, in_table, states = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (listed, in_table, states) == (10, 0, ["DEAD"])

@@ -131,11 +131,14 @@ class ActorScope:
 
     # -- ending ------------------------------------------------------------------------------
     def _check_locked(self, actor):
-        """``[actor]`` if nothing holds it any more and it has no calls left, else ``[]``."""
+        """``[actor]`` if nothing holds it any more and it has no calls left (a dead one: to be
+        forgotten, its record kept among the capped departed ones), else ``[]``."""
         from ray_adapter.core.embedded.actor_records import ActorState
 
-        if actor.state is ActorState.DEAD or actor.scope.held():
+        if actor.scope.held():
             return []
+        if actor.state is ActorState.DEAD:
+            return [actor]
         actor.scope.out_of_scope = True
         return [] if actor.inflight or actor.pending else [actor]
 
@@ -151,7 +154,7 @@ class ActorScope:
     def _end(self, actors):
         from ray_adapter.core import errors
 
-        for actor in actors:
+        for actor in actors:  # (a dead one's death stays what it was: die() keeps it)
             self._manager.die(actor, errors.ActorDied(
                 actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE, actor.options.class_name))
             self._manager.forget(actor)
