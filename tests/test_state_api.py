@@ -2,6 +2,7 @@
 ``ray._private.services``, ``global_worker`` and ``ray.timeline``, served by the runtime."""
 import importlib
 import json
+import time
 
 import pytest
 
@@ -127,6 +128,20 @@ def test_private_state_services_and_global_worker(ray):
         return w.mode, w.node.node_ip_address, ray._private.services.get_node_ip_address()
 
     assert ray.get(inside.remote(), timeout=30) == (worker.WORKER_MODE, "127.0.0.1", "127.0.0.1")
+    # Ray's errors for a malformed actor id; an unknown well-formed one is not found
+    with pytest.raises(ValueError):
+        state.actors("nothex")
+    with pytest.raises(ValueError, match="ID string needs to have length 16"):
+        state.actors("ab" * 4)
+    assert state.actors("ff" * 16) == {}
+    # a pending group's bundles have node_id "" and the topology fields {}, as Ray lists them
+    waiting = ray.util.placement_group([{"CPU": 64}])
+    st = state_api()
+    (pending,) = [g for g in st.list_placement_groups(detail=True)
+                  if g.placement_group_id == waiting.id.hex()]
+    assert pending.bundles[0]["node_id"] == "" and pending.topology_strategy == {} == pending.topology_assignments
+    assert abs(int(pending.stats["creation_request_received_ns"]) - time.time_ns()) < 60e9
+    ray.util.remove_placement_group(waiting)
 
 
 def test_list_objects_lists_what_the_runtime_holds_until_it_is_freed(ray):

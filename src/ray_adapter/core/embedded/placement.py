@@ -203,7 +203,7 @@ class PlacementGroups:
                 "namespace": record.namespace, "bundles": [dict(b) for b in record.bundles],
                 "bundle_nodes": nodes, "strategy": record.strategy, "state": status,
                 "detached": record.detached, "creator_job_id": record.owner_job or self._job_id,
-                "requested_at": time.time() - (time.monotonic() - record.created),
+                "requested_at_ns": time.time_ns() - int((time.monotonic() - record.created) * 1e9),
                 "stats": {"end_to_end_creation_latency_ms": latency,
                           "scheduling_latency_ms": latency,
                           "scheduling_attempt": record.attempts, "highest_retry_delay_ms": 0.0,

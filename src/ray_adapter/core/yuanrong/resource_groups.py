@@ -185,7 +185,7 @@ class ResourceGroups:
                 "namespace": group.namespace, "bundles": [dict(b) for b in group.bundles],
                 "bundle_nodes": nodes, "strategy": group.strategy, "state": group.state,
                 "detached": group.detached, "creator_job_id": self.job_id,
-                "requested_at": time.time() - (time.monotonic() - group.created),
+                "requested_at_ns": time.time_ns() - int((time.monotonic() - group.created) * 1e9),
                 "stats": {"end_to_end_creation_latency_ms": latency, "scheduling_latency_ms": latency,
                           "scheduling_attempt": 1, "highest_retry_delay_ms": 0.0,
                           "scheduling_state": "FINISHED" if group.state == "CREATED" else group.state}}

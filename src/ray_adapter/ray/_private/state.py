@@ -115,11 +115,14 @@ class GlobalState:
         OwnerAddress (IPAddress, Port, NodeID), State, NumRestarts, Timestamp, StartTime,
         EndTime (ms since the epoch; 0: not yet), DeathCause (None while alive; else the
         State API's ``death_cause``), Pid.
-        Raises ValueError for an unknown state name, as Ray does."""
+        Raises ValueError for an unknown state name or an id that is not 16 bytes of hex, as
+        Ray does."""
         if actor_state_name is not None and actor_state_name not in _ACTOR_STATES:
             names = ", ".join(f'"{n}"' for n in _ACTOR_STATES[:-1])
             raise ValueError(f'"{actor_state_name}" is not a valid actor state name, it must be '
                              f'one of the following: {names}, or "{_ACTOR_STATES[-1]}"')
+        if actor_id is not None and len(bytes.fromhex(actor_id)) != 16:  # ValueError, as Ray's
+            raise ValueError("ID string needs to have length 16")
         from ray_adapter.ray.util.state import _actor_record  # the State API's death cause
 
         with translated:

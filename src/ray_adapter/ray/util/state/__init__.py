@@ -63,7 +63,7 @@ def _group_record(g):
     gid = g["placement_group_id"].hex()
     nodes = g["bundle_nodes"]
     stats = g["stats"]
-    requested_ns = int(g.get("requested_at", 0) * 1e9)
+    requested_ns = g.get("requested_at_ns", 0)
     latency_us = str(int(stats["end_to_end_creation_latency_ms"] * 1000))
     return {"placement_group_id": gid, "name": g["name"], "creator_job_id": g["creator_job_id"].hex(),
             "state": g["state"], "is_detached": g["detached"],
@@ -74,9 +74,11 @@ def _group_record(g):
                       "scheduling_state": stats["scheduling_state"],
                       "highest_retry_delay_ms": stats["highest_retry_delay_ms"]},
             "bundles": [{"bundle_id": {"placement_group_id": gid, "bundle_index": i},
-                         "unit_resources": dict(b), "node_id": nodes[i] if i < len(nodes) else None,
+                         "unit_resources": dict(b),
+                         "node_id": (nodes[i] if i < len(nodes) else None) or "",  # "": unplaced
                          "label_selector": {}}
-                        for i, b in enumerate(g["bundles"])]}
+                        for i, b in enumerate(g["bundles"])],
+            "topology_strategy": {}, "topology_assignments": {}}
 
 
 _SOURCES = {
