@@ -16,6 +16,7 @@ import pytest
 from ray_adapter import matrix, scan
 
 from conftest import EXAMPLES, PROGRAMS, run_code, run_python
+from test_programs import YR_LOCAL_SKIPS
 
 # (section, keyword, literal value): one keyword per section at most once, since the adapter
 # warns once per (section, keyword) and process.
@@ -49,10 +50,14 @@ def test_the_projects_own_programs_scan_clean(backend):
     assert not result.errors
     # misuse_errors.py passes values Ray refuses (pip=123, num_returns=-1, ...) on purpose: the
     # scan cannot call those supported, and says unknown; nothing else may.
+    # A program test_programs does not run on yr-local (saying why) may use what the
+    # yuanrong backend lacks (state_workers: list_tasks).
+    not_run = set(YR_LOCAL_SKIPS) if backend == "yuanrong" else set()
     bad = [(f.path, f.line, f.symbol, f.status) for f in result.findings
-           if f.status == "gap" or (f.status == "unknown" and Path(f.path).name not in _MISUSE)]
+           if (f.status == "gap" and Path(f.path).stem not in not_run)
+           or (f.status == "unknown" and Path(f.path).name not in _MISUSE)]
     assert not bad, f"these programs run under the adapter, yet the scan says: {bad}"
-    assert result.exit_code() == 0
+    assert result.exit_code() == (2 if any(f.status == "gap" for f in result.findings) else 0)
     assert {f.path for f in result.findings} == {str(p) for p in (*EXAMPLES.glob("*.py"), *PROGRAMS.glob("*.py"))}
 
 
