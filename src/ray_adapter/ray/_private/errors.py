@@ -13,13 +13,15 @@ from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
                                         TaskUnschedulableError, UnserializableException,
                                         WorkerCrashedError)
 
+#: The worker exit detail of an actor's exit_actor(), in its death text and its worker's record.
+_EXIT_ACTOR_DETAIL = ("Worker exits by an user request. Worker exits with an exit code 0. "
+                      "exit_actor() is called.")
 _ACTOR_DEATH_TEXT = {
     ActorDeath.KILLED: "The actor is dead because it was killed by `ray.kill`.",
     ActorDeath.OUT_OF_SCOPE: "The actor is dead because all references to the actor were removed.",
     ActorDeath.OWNER_DIED: "The actor is dead because its owner has died.",
     ActorDeath.EXITED: ("The actor is dead because its worker process has died. Worker exit type: "
-                        "INTENDED_USER_EXIT Worker exit detail: Worker exits by an user request. "
-                        "Worker exits with an exit code 0. exit_actor() is called."),
+                        f"INTENDED_USER_EXIT Worker exit detail: {_EXIT_ACTOR_DETAIL}"),
     ActorDeath.UNKNOWN: ("The actor is dead: it is not known to this runtime (it may belong to a "
                          "runtime that was shut down)."),
 }
@@ -218,16 +220,16 @@ def worker_exit(facts):
             return "INTENDED_USER_EXIT", "Shutdown by ray.shutdown()."
         return "SYSTEM_ERROR", _CONNECTION_LOST
     if cause == "exit_actor":
-        return "INTENDED_USER_EXIT", _ACTOR_DEATH_TEXT[ActorDeath.EXITED].split("Worker exit detail: ")[1]
+        return "INTENDED_USER_EXIT", _EXIT_ACTOR_DETAIL
     if cause == "retired":
         why = facts["why"]
-        if isinstance(why, dict) and why["cause"] == ActorDeath.CREATION_FAILED.value:
+        if not isinstance(why, dict):  # "idle", "job", "max_calls"
+            return "INTENDED_SYSTEM_EXIT", _RETIRED.get(why, f"Worker exits ({why}).")
+        if why["cause"] == ActorDeath.CREATION_FAILED.value:  # the actor it hosted died
             return "USER_ERROR", _CONSTRUCTOR_FAILED + (why.get("creation_error") or "")
-        if isinstance(why, dict):  # the actor it hosted died
-            context = death_cause_record(why["actor_id"], why)
-            message = next(iter(context.values())).get("error_message", "")
-            return "INTENDED_SYSTEM_EXIT", f"Worker exits because the actor is killed. {message}"
-        return "INTENDED_SYSTEM_EXIT", _RETIRED.get(why, f"Worker exits ({why}).")
+        context = death_cause_record(why["actor_id"], why)
+        message = next(iter(context.values())).get("error_message", "")
+        return "INTENDED_SYSTEM_EXIT", f"Worker exits because the actor is killed. {message}"
     return "SYSTEM_ERROR", _CONNECTION_LOST
 
 
