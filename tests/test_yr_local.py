@@ -409,3 +409,64 @@ def test_actors_going_out_of_scope_with_calls_in_flight_start_no_thread_each(mon
             time.sleep(0.1)
     finally:
         ray.shutdown()
+
+
+def test_a_task_runs_when_its_instance_is_created_before_yr_registers_it(monkeypatch):
+    """yr's local mode started an instance's creation before registering the future it
+    settles; when the creation won that race (the scaling thread descheduled: a loaded CI
+    machine), the instance never became active and a trivial task never ran (``get`` timed
+    out). The race is forced here by holding the scaling thread between the two steps."""
+    import time
+
+    import ray_adapter.ray as ray
+    from yr.local_mode import instance_manager
+
+    add = instance_manager.InstanceManager._InstanceManager__add_instance
+
+    def held_add(self, resource, instance):
+        time.sleep(0.3)  # the creation finishes on its worker meanwhile
+        return add(self, resource, instance)
+
+    monkeypatch.setattr(instance_manager.InstanceManager, "_InstanceManager__add_instance", held_add)
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2)
+    try:
+        @ray.remote
+        def one():
+            return 1
+
+        assert ray.get([one.remote() for _ in range(3)], timeout=20) == [1, 1, 1]
+    finally:
+        ray.shutdown()
+
+
+def test_a_shut_down_session_leaves_none_of_its_threads(monkeypatch):
+    """Each stateless call of yr's local mode runs on an instance of two threads, and its
+    finalize left every instance of the session running: a process starting sessions one
+    after another (a test suite) kept them all. After shutdown the instances are gone."""
+    import threading
+    import time
+
+    import ray_adapter.ray as ray
+
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    if ray.is_initialized():
+        ray.shutdown()
+    before = threading.active_count()
+    for _ in range(2):
+        ray.init(num_cpus=4)
+
+        @ray.remote
+        def nap(i):
+            time.sleep(0.05)
+            return i
+
+        assert ray.get([nap.remote(i) for i in range(40)], timeout=60) == list(range(40))
+        assert threading.active_count() > before + 20  # the instances ran (the test can fail)
+        ray.shutdown()
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before + 4:  # yr's scheduling thread: one per session
+        assert time.monotonic() < deadline, [t.name for t in threading.enumerate()]
+        time.sleep(0.05)

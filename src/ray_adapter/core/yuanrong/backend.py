@@ -44,7 +44,7 @@ from ray_adapter.core.execution import exit_grace_seconds
 from ray_adapter.core.interface import RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.embedded.resources import detect_accelerators
-from ray_adapter.core.yuanrong import shell, thread_env, thread_exit
+from ray_adapter.core.yuanrong import local_mode_repairs, shell, thread_env, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorTable
 from ray_adapter.core.yuanrong.cluster import ClusterView, local_node
 from ray_adapter.core.yuanrong.envs import JobEnv, shared_environ
@@ -116,6 +116,8 @@ class YuanrongBackend(RuntimeCore):
         self.job_env = JobEnv(options.runtime_env, local_mode)
         self.job_env.start()
         self._owns_yr = not yr.is_initialized()
+        if local_mode:  # two defects of yr's local mode, repaired before it starts
+            local_mode_repairs.install()
         if self._owns_yr:
             # yr's native init prints notices on stdout (kept off the program's stdout) and, in
             # local mode, that no `yr` command is installed (true, and not needed there).

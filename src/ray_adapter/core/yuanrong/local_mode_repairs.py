@@ -1,0 +1,83 @@
+"""yr-local: two defects of the openYuanrong SDK's local mode (0.9.x), repaired where they sit.
+
+yr's local mode runs each stateless call on an "instance" (a thread with a queue) that its
+task manager creates on demand. Two of its steps are wrong, and both reach Ray programs run
+on yr-local:
+
+1. **A lost instance (a task that never runs).** To scale out, yr's instance manager first
+   hands the instance's creation to a new worker thread (``LocalClient.create``) and only
+   then registers, with its object store, the future that the creation settles. When the
+   worker finishes the creation before the registration (the scaling thread descheduled for
+   a moment: a loaded machine), the store finds no future, the instance never becomes
+   active, and the task waiting for it never runs: ``ray.get`` times out on a trivial task.
+   Repaired by registering the creation's future before the worker starts; yr's own
+   registration right after sets the same future again.
+2. **Every session's threads and task records live on.** ``yr.finalize`` in local mode
+   clears the object store but neither stops the session's instances (two threads each: its
+   queue and its pool) nor drops its task records (each with its call's arguments): a
+   process that starts and shuts down yr-local sessions (a test suite) keeps them all.
+   Repaired by stopping the finishing session's instances and clearing its task manager
+   after yr's own finalize. A call still running then finishes on its pool thread (a thread
+   cannot be interrupted) and its result is dropped, as at the end of a process.
+
+Each repair wraps one SDK method, checks the attributes it relies on, and leaves the method
+as it is when they are not there (a later SDK): it never makes a working SDK fail.
+
+Thread-safety: :func:`install` is called by the backend's start (one backend at a time);
+the wrappers keep no state of their own.
+"""
+import functools
+import logging
+
+_logger = logging.getLogger(__name__)
+_MARK = "_ray_adapter_repair"
+
+
+def install():
+    """Apply both repairs to the installed SDK (once per process; idempotent)."""
+    try:
+        from yr.libruntime_pb2 import InvokeType
+        from yr.local_mode import local_client, local_mode_runtime
+        from yr.local_mode.local_object_store import LocalObjectStore
+    except ImportError:  # an SDK without this local mode: nothing to repair
+        return
+    client = local_client.LocalClient
+    if not getattr(client.create, _MARK, False):
+        client.create = _registering_create(client.create, InvokeType.CreateInstanceStateless,
+                                            LocalObjectStore)
+    runtime = local_mode_runtime.LocalModeRuntime
+    if not getattr(runtime.finalize, _MARK, False):
+        runtime.finalize = _clearing_finalize(runtime.finalize)
+
+
+def _registering_create(create, stateless, store):
+    @functools.wraps(create)
+    def wrapper(self, task):
+        future = getattr(task, "future", None)
+        ids = getattr(task, "object_ids", None)
+        if getattr(task, "invoke_type", None) == stateless and future is not None and ids:
+            store().set_return_obj(ids[0], future)  # before the worker can settle it
+        return create(self, task)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+def _clearing_finalize(finalize):
+    @functools.wraps(finalize)
+    def wrapper(self):
+        finalize(self)
+        # The session's own collaborators (private to yr's runtime; absent: left as they are).
+        tasks = getattr(self, "_LocalModeRuntime__task_mgs", None)
+        client = getattr(self, "_LocalModeRuntime__invoke_client", None)
+        for part in (tasks, client):
+            clear = getattr(part, "clear", None)
+            if clear is None:
+                continue
+            try:
+                clear()
+            except Exception:  # noqa: BLE001 - the session is over either way
+                _logger.debug("clearing yr local mode's %s failed", type(part).__name__, exc_info=True)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
