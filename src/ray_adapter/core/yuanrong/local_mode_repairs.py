@@ -1,8 +1,8 @@
-"""yr-local: two defects of the openYuanrong SDK's local mode (0.9.x), repaired where they sit.
+"""yr-local: three defects of the openYuanrong SDK's local mode (0.9.x), repaired where they sit.
 
 yr's local mode runs each stateless call on an "instance" (a thread with a queue) that its
-task manager creates on demand. Two of its steps are wrong, and both reach Ray programs run
-on yr-local:
+task manager creates on demand. Three of its steps are wrong, and each reaches Ray
+programs run on yr-local:
 
 1. **A lost instance (a task that never runs).** To scale out, yr's instance manager first
    hands the instance's creation to a new worker thread (``LocalClient.create``) and only
@@ -20,6 +20,12 @@ on yr-local:
    after yr's own finalize. A call still running then finishes on its pool thread (a thread
    cannot be interrupted) and its result is dropped, as at the end of a process.
 
+3. **Every task's arguments are kept for the session.** yr's task manager adds a record
+   per stateless call, holding the call's arguments, and never removes it: 300 calls of
+   ``f.remote(arg)`` with a 4 MB argument left the driver 1.2 GB larger. Repaired by dropping
+   a call's record once its future is settled (ended, failed or cancelled); yr's scheduler
+   already skips an id whose record is gone.
+
 Each repair wraps one SDK method, checks the attributes it relies on, and leaves the method
 as it is when they are not there (a later SDK): it never makes a working SDK fail.
 
@@ -34,10 +40,10 @@ _MARK = "_ray_adapter_repair"
 
 
 def install():
-    """Apply both repairs to the installed SDK (once per process; idempotent)."""
+    """Apply the repairs to the installed SDK (once per process; idempotent)."""
     try:
         from yr.libruntime_pb2 import InvokeType
-        from yr.local_mode import local_client, local_mode_runtime
+        from yr.local_mode import local_client, local_mode_runtime, task_manager
         from yr.local_mode.local_object_store import LocalObjectStore
     except ImportError:  # an SDK without this local mode: nothing to repair
         return
@@ -48,6 +54,9 @@ def install():
     runtime = local_mode_runtime.LocalModeRuntime
     if not getattr(runtime.finalize, _MARK, False):
         runtime.finalize = _clearing_finalize(runtime.finalize)
+    manager = task_manager.TaskManager
+    if not getattr(manager.submit_task, _MARK, False):
+        manager.submit_task = _forgetting_submit(manager.submit_task)
 
 
 def _registering_create(create, stateless, store):
@@ -78,6 +87,27 @@ def _clearing_finalize(finalize):
                 clear()
             except Exception:  # noqa: BLE001 - the session is over either way
                 _logger.debug("clearing yr local mode's %s failed", type(part).__name__, exc_info=True)
+
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
+def _forgetting_submit(submit_task):
+    @functools.wraps(submit_task)
+    def wrapper(self, task):
+        submit_task(self, task)
+        records = getattr(self, "_TaskManager__pending_tasks", None)
+        lock = getattr(self, "_TaskManager__task_lock", None)
+        future = getattr(task, "future", None)
+        if records is None or lock is None or future is None:
+            return
+        task_id = task.task_id
+
+        def forget(_future):
+            with lock:
+                records.pop(task_id, None)
+
+        future.add_done_callback(forget)  # at once when it is already settled
 
     setattr(wrapper, _MARK, True)
     return wrapper
