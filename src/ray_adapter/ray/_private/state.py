@@ -12,10 +12,23 @@ Provided: ``available_resources_per_node()``, ``total_resources_per_node()``,
 """
 from ray_adapter import gaps as _gaps
 from ray_adapter.ray._private import session as _session
-from ray_adapter.ray._private.core_access import context, core, translated
+from ray_adapter.ray._private.core_access import context_if_started, started, translated
+from ray_adapter.ray._private.core_access import core as _running_core
 
 NODE_ID_PREFIX = "node:"
 HEAD_NODE_RESOURCE_NAME = "node:__internal_head__"
+
+
+def core():
+    """The running core. Unlike the rest of Ray's API these helpers never start a runtime:
+    before ``ray.init()`` (or after ``ray.shutdown()``) they raise RaySystemError with Ray's
+    text, as Ray's global state does."""
+    if not started():
+        from ray_adapter.ray.exceptions import RaySystemError
+
+        raise RaySystemError("Ray has not been started yet. Trying to use state API before "
+                             "ray.init() has been called.")
+    return _running_core()
 
 
 def _group_entry(record):
@@ -236,8 +249,14 @@ def jobs():
 
 
 def current_node_id():
-    """The ``node:<ip>`` resource name of the caller's node."""
-    return NODE_ID_PREFIX + context().node_ip_address
+    """The ``node:<ip>`` resource name of the caller's node (before ``ray.init()``: this
+    machine's address, as Ray's; starts nothing)."""
+    ctx = context_if_started()
+    if ctx is not None:
+        return NODE_ID_PREFIX + ctx.node_ip_address
+    from ray_adapter.ray._private.services import get_node_ip_address
+
+    return NODE_ID_PREFIX + get_node_ip_address()
 
 
 def timeline(filename=None):

@@ -155,7 +155,9 @@ def placement_group_table(placement_group=None):
     (``""`` while unplaced), ``strategy``, ``state`` (PENDING, CREATED, REMOVED,
     RESCHEDULING), ``stats``."""
     from ray_adapter.ray._private import state
+    from ray_adapter.ray._private.core_access import core
 
+    core()  # starts the runtime if nobody has, as Ray's does (its global state would not)
     return state.state.placement_group_table(placement_group.id if placement_group is not None else None)
 
 
