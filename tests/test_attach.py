@@ -269,6 +269,28 @@ def test_every_drivers_job_is_listed_whichever_driver_asks(registry):
     assert owner.finish()[0] == 0
 
 
+def test_the_state_api_before_init_reads_the_running_runtime_and_starts_none(registry):
+    """As Ray's State API, ``ray.util.state`` in a process that never called ``ray.init()``
+    starts no runtime: with none running it raises Ray's ConnectionError; with one running
+    (here a driver's) it lists that runtime's actors and leaves this process unconnected."""
+    look = ("import json, ray\nfrom ray.util.state import list_actors, summarize_actors\n"
+            "try:\n    names = sorted(a.name for a in list_actors())\n"
+            "    total = summarize_actors()['cluster']['total_actors']\n"
+            "except Exception as e:\n    names, total = f'{type(e).__name__}: {e}', 0\n"
+            "print(json.dumps([names, total, ray.is_initialized()]))")
+    assert driver(registry, look) == [
+        "ConnectionError: Could not find any running Ray instance. Please specify the one to "
+        "connect to by setting the `--address` flag or `RAY_ADDRESS` environment variable.", 0, False]
+    owner = Background(registry, "import ray, sys\nray.init(num_cpus=1)\n"
+                                 "@ray.remote(num_cpus=0)\nclass Keeper:\n    pass\n"
+                                 "k = Keeper.options(name='keeper').remote()\n"
+                                 "ray.get(k.__ray_ready__.remote())\n"
+                                 "print('ready', flush=True)\nsys.stdin.readline()")
+    assert owner.line() == "ready"
+    assert driver(registry, look) == [["keeper"], 1, False]
+    assert owner.finish()[0] == 0
+
+
 def test_attaching_needs_a_runtime_and_takes_no_node_options(registry):
     missing = run_code("import ray\ntry:\n    ray.init(address='auto')\nexcept ConnectionError as e:\n"
                        "    print('refused:', e)", env=registry)

@@ -158,6 +158,19 @@ _DEATH_REASON = {ActorDeath.KILLED: "RAY_KILL", ActorDeath.OUT_OF_SCOPE: "OUT_OF
                  ActorDeath.PLACEMENT_GROUP_REMOVED: "WORKER_DIED"}
 
 
+def actor_record(a):
+    """A runtime actor record ``a`` as the State API lists it: its ``death_cause`` facts made
+    Ray's ``death_cause`` (:func:`death_cause_record`), naming the actor where the death's
+    facts do not; a record without a death is returned as it is."""
+    death = a.get("death_cause")
+    if death is None or "cause" not in death:
+        return a
+    facts = dict(death, name=death.get("name") or a.get("name"),  # where the death does not
+                 namespace=death.get("namespace") or a.get("ray_namespace"),  # say it itself
+                 class_name=death.get("class_name") or a.get("class_name"))
+    return dict(a, death_cause=death_cause_record(a["actor_id"], facts))
+
+
 def death_cause_record(actor_id_hex, facts):
     """Ray's ``death_cause`` of an actor's State API record (``ActorState.death_cause``) from
     the facts the runtime reports (:meth:`ActorDied.facts`): ``{"creation_task_failure_context":

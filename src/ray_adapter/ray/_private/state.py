@@ -12,6 +12,7 @@ Provided: ``available_resources_per_node()``, ``total_resources_per_node()``,
 """
 from ray_adapter import gaps as _gaps
 from ray_adapter.ray._private import session as _session
+from ray_adapter.ray._private.errors import actor_record as _actor_record
 from ray_adapter.ray._private.core_access import context_if_started, started, translated
 from ray_adapter.ray._private.core_access import core as _running_core
 
@@ -19,7 +20,7 @@ NODE_ID_PREFIX = "node:"
 HEAD_NODE_RESOURCE_NAME = "node:__internal_head__"
 
 
-def core():
+def _core():
     """The running core. Unlike the rest of Ray's API these helpers never start a runtime:
     before ``ray.init()`` (or after ``ray.shutdown()``) they raise RaySystemError with Ray's
     text, as Ray's global state does."""
@@ -53,14 +54,14 @@ class GlobalState:
         """One group's entry (``{}`` if unknown) or ``{id hex: entry}`` for every group."""
         with translated:
             if placement_group_id is not None:
-                records = core().placement_group_table(placement_group_id.binary())
+                records = _core().placement_group_table(placement_group_id.binary())
                 return _group_entry(records[0]) if records else {}
             return {r["placement_group_id"].hex(): _group_entry(r)
-                    for r in core().placement_group_table(None)}
+                    for r in _core().placement_group_table(None)}
 
     def get_placement_group_by_name(self, placement_group_name, ray_namespace):
         with translated:
-            for record in core().placement_group_table(None):
+            for record in _core().placement_group_table(None):
                 if (record["name"] == placement_group_name and record["namespace"] == ray_namespace
                         and record["state"] != "REMOVED"):
                     return _group_entry(record)
@@ -68,7 +69,7 @@ class GlobalState:
 
     def node_table(self):
         """One dict per node, with Ray's keys (what ``ray.nodes()`` returns)."""
-        core_ = core()
+        core_ = _core()
         out = []
         with translated:
             found = core_.nodes()
@@ -100,25 +101,25 @@ class GlobalState:
         """``{node id hex: {resource: amount}}`` of what is free on each live node (a
         resource with nothing free is omitted; bundles appear as ``CPU_group_...``)."""
         with translated:
-            return core().resources_per_node("available")
+            return _core().resources_per_node("available")
 
     _available_resources_per_node = available_resources_per_node
 
     def total_resources_per_node(self):
         """``{node id hex: {resource: amount}}`` of each live node's total resources."""
         with translated:
-            return core().resources_per_node("total")
+            return _core().resources_per_node("total")
 
     def _live_node_ids(self):
         return set(self.total_resources_per_node())
 
     def cluster_resources(self):
         with translated:
-            return core().cluster_resources()
+            return _core().cluster_resources()
 
     def available_resources(self):
         with translated:
-            return core().available_resources()
+            return _core().available_resources()
 
     def actor_table(self, actor_id, job_id=None, actor_state_name=None):
         """Ray's actor table: the entry of actor ``actor_id`` (hex; ``{}`` if unknown), or,
@@ -136,11 +137,9 @@ class GlobalState:
                              f'one of the following: {names}, or "{_ACTOR_STATES[-1]}"')
         if actor_id is not None and len(bytes.fromhex(actor_id)) != 16:  # ValueError, as Ray's
             raise ValueError("ID string needs to have length 16")
-        from ray_adapter.ray.util.state import _actor_record  # the State API's death cause
-
         with translated:
-            records = [_actor_record(r) for r in core().state("actors")]
-            driver_node = core().context().node_id.hex()
+            records = [_actor_record(r) for r in _core().state("actors")]
+            driver_node = _core().context().node_id.hex()
         table = {}
         for record in records:
             if actor_id is not None:
@@ -159,7 +158,7 @@ class GlobalState:
         StartTime, EndTime: ms since the epoch, 0 while it runs; IsDead, Entrypoint), for
         each driver's job this runtime knows (``ray.util.state.list_jobs``)."""
         with translated:
-            records = core().state("jobs")
+            records = _core().state("jobs")
         out = []
         for job in records:
             info = job.get("driver_info") or {}

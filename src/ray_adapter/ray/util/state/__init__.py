@@ -5,14 +5,17 @@
 Ray 2.60's, detail-only fields None unless ``detail=True``); ``get_*`` return one record (a
 list of attempts for ``get_task``) or None; ``summarize_tasks`` / ``summarize_actors`` /
 ``summarize_objects`` return Ray's summary dicts. ``filters`` are ``(column, "=" | "!=", value)`` tuples on filterable
-columns (strings compare case-insensitively), ``limit`` caps the number of records. The
-``address``, ``timeout`` and ``raise_on_missing_output`` arguments are accepted: the runtime
-answers in-process, completely. Jobs, logs, runtime envs and cluster events are not provided
-(see the compat matrix).
+columns (strings compare case-insensitively), ``limit`` caps the number of records. Once
+this process has called ``ray.init()`` its runtime answers, in-process and completely; before
+that, as Ray's State API, nothing is started: the running runtime at ``address`` (None:
+``RAY_ADDRESS``, else this machine's) is read, and ConnectionError (Ray's text) says when
+there is none. ``timeout`` and ``raise_on_missing_output`` are accepted. Logs, runtime envs
+and cluster events are not provided (see the compat matrix).
 """
 from ray_adapter import gaps
-from ray_adapter.ray._private.core_access import core, translated
-from ray_adapter.ray._private.errors import death_cause_record, worker_exit
+from ray_adapter.ray._private.core_access import core, started, translated
+from ray_adapter.ray._private.errors import actor_record as _actor_record
+from ray_adapter.ray._private.errors import worker_exit
 from ray_adapter.ray.util.state._schema import (ActorState, JobState, NodeState, ObjectState,
                                                 PlacementGroupState, TaskState, WorkerState)
 
@@ -20,7 +23,16 @@ DEFAULT_LIMIT = 100
 DEFAULT_RPC_TIMEOUT = 30
 
 
-def _records(kind, symbol=None):
+def _records(kind, symbol=None, address=None):
+    """The runtime's raw records of ``kind``. Before ``ray.init()`` this process starts no
+    runtime for them (as Ray's State API starts no cluster): it reads the running one at
+    ``address`` (see :class:`~ray_adapter.ray._private.worker.Observing`), and raises
+    ConnectionError, with Ray's text, when none runs."""
+    if not started():
+        from ray_adapter.ray._private.worker import Observing
+
+        with Observing(address):
+            return _records(kind, symbol)
     with translated:
         try:
             return core().state(kind)
@@ -28,16 +40,6 @@ def _records(kind, symbol=None):
             # Provided on another backend; the matrix says why not on this one.
             raise NotImplementedError(str(gaps.attribute_gap_error(
                 "ray.util.state", symbol or f"list_{kind}"))) from None
-
-
-def _actor_record(a):
-    death = a.get("death_cause")
-    if death is None or "cause" not in death:
-        return a
-    facts = dict(death, name=death.get("name") or a.get("name"),  # where the death does not
-                 namespace=death.get("namespace") or a.get("ray_namespace"),  # say it itself
-                 class_name=death.get("class_name") or a.get("class_name"))
-    return dict(a, death_cause=death_cause_record(a["actor_id"], facts))
 
 
 def _worker_record(w):
@@ -135,34 +137,34 @@ def _select(kind, raw, filters=None, limit=None, detail=False):
     return out, matched
 
 
-def _list(kind, filters, limit, detail):
-    return _select(kind, _records(kind), filters, limit, detail)[0]
+def _list(kind, filters, limit, detail, address=None):
+    return _select(kind, _records(kind, address=address), filters, limit, detail)[0]
 
 
 def list_actors(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
                 detail=False, raise_on_missing_output=True, _explain=False):
     """Actors of this runtime (live and dead), as :class:`ActorState` records."""
-    return _list("actors", filters, limit, detail)
+    return _list("actors", filters, limit, detail, address)
 
 
 def list_nodes(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
                detail=False, raise_on_missing_output=True, _explain=False):
     """Nodes (removed ones with ``state="DEAD"``), as :class:`NodeState` records."""
-    return _list("nodes", filters, limit, detail)
+    return _list("nodes", filters, limit, detail, address)
 
 
 def list_placement_groups(address=None, filters=None, limit=DEFAULT_LIMIT,
                           timeout=DEFAULT_RPC_TIMEOUT, detail=False, raise_on_missing_output=True,
                           _explain=False):
     """Placement groups, as :class:`PlacementGroupState` records."""
-    return _list("placement_groups", filters, limit, detail)
+    return _list("placement_groups", filters, limit, detail, address)
 
 
 def list_tasks(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
                detail=False, raise_on_missing_output=True, _explain=False):
     """Tasks, actor calls and actor creations (a bounded history, finished ones included),
     as :class:`TaskState` records."""
-    return _list("tasks", filters, limit, detail)
+    return _list("tasks", filters, limit, detail, address)
 
 
 def list_workers(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
@@ -170,7 +172,7 @@ def list_workers(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAUL
     """Workers and drivers, as :class:`WorkerState` records (as Ray's): the drivers, each
     worker process that has been given work (an idle pre-started one is not listed), and the
     last ended ones (``is_alive`` False, with Ray's ``exit_type`` and ``exit_detail``)."""
-    return _list("workers", filters, limit, detail)
+    return _list("workers", filters, limit, detail, address)
 
 
 def list_objects(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
@@ -183,7 +185,7 @@ def list_objects(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAUL
     (LOCAL_REFERENCE, PINNED_IN_MEMORY once a ref escaped into an untracked pickle), and the
     owner's ``type`` / ``pid`` / ``ip`` (the driver, which owns every object here; Ray lists
     one record per worker referencing an object). A freed object is not listed."""
-    return _list("objects", filters, limit, detail)
+    return _list("objects", filters, limit, detail, address)
 
 
 def list_jobs(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_RPC_TIMEOUT,
@@ -193,13 +195,13 @@ def list_jobs(address=None, filters=None, limit=DEFAULT_LIMIT, timeout=DEFAULT_R
     :class:`~ray.job_submission.DriverInfo`): each driver's
     (``type`` DRIVER: this one, and each driver attached to the runtime; SUCCEEDED once it
     ended) and, on a ``ray start`` head, each job submitted to it (SUBMISSION)."""
-    return [_job_state(j) for j in _list("jobs", filters, limit, detail)]
+    return [_job_state(j) for j in _list("jobs", filters, limit, detail, address)]
 
 
 def get_job(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
     """The :class:`JobState` of the job with submission id ``id``, or None (as in Ray, a
     driver's job, which has no submission id, is not found by its job id)."""
-    found = _get("jobs", "submission_id", id)
+    found = _get("jobs", "submission_id", id, address)
     return _job_state(found) if found is not None else None
 
 
@@ -215,26 +217,26 @@ def _job_state(job):
     return job
 
 
-def _get(kind, column, value):
-    found = _list(kind, [(column, "=", value)], None, True)
+def _get(kind, column, value, address=None):
+    found = _list(kind, [(column, "=", value)], None, True, address)
     return found[0] if found else None
 
 
 def get_actor(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
     """The :class:`ActorState` of actor ``id`` (hex), or None."""
-    return _get("actors", "actor_id", id)
+    return _get("actors", "actor_id", id, address)
 
 
 def get_node(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
-    return _get("nodes", "node_id", id)
+    return _get("nodes", "node_id", id, address)
 
 
 def get_placement_group(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
-    return _get("placement_groups", "placement_group_id", id)
+    return _get("placement_groups", "placement_group_id", id, address)
 
 
 def get_worker(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
-    return _get("workers", "worker_id", id)
+    return _get("workers", "worker_id", id, address)
 
 
 def get_task(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # noqa: A002
@@ -244,7 +246,7 @@ def get_task(id, address=None, timeout=DEFAULT_RPC_TIMEOUT, _explain=False):  # 
         task_id = id
     else:
         task_id = id.task_id().hex()
-    found = _list("tasks", [("task_id", "=", task_id)], None, True)
+    found = _list("tasks", [("task_id", "=", task_id)], None, True, address)
     return found or None
 
 
@@ -252,14 +254,14 @@ def summarize_tasks(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_
                     _explain=False):
     """``{"cluster": {"summary": {name: {"func_or_class_name", "type", "state_counts"}},
     "total_tasks", "total_actor_tasks", "total_actor_scheduled", "summary_by": "func_name"}}``."""
-    return _task_summary(_records("tasks", "summarize_tasks"))
+    return _task_summary(_records("tasks", "summarize_tasks", address))
 
 
 def summarize_actors(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
                      _explain=False):
     """``{"cluster": {"summary": {class_name: {"class_name", "state_counts"}}, "total_actors",
     "summary_by": "class"}}``."""
-    return _actor_summary(_records("actors"))
+    return _actor_summary(_records("actors", address=address))
 
 
 def summarize_objects(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missing_output=True,
@@ -270,7 +272,7 @@ def summarize_objects(address=None, timeout=DEFAULT_RPC_TIMEOUT, raise_on_missin
     "summary_by": "callsite"}}`` of the objects :func:`list_objects` lists (sizes in MiB;
     call sites are not recorded, so every object is under ``"disabled"``, as in Ray without
     ``RAY_record_ref_creation_sites``)."""
-    return _object_summary(_records("objects", "summarize_objects"))
+    return _object_summary(_records("objects", "summarize_objects", address))
 
 
 def _object_summary(objects):
