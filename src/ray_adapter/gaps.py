@@ -141,8 +141,13 @@ def module_getattr(module):
                     os.path.exists(os.path.join(folder, name, "__init__.py")):
                 raise AttributeError(f"module {module!r} has no attribute {name!r}")
         err = attribute_gap_error(module, name)
-        if getattr(err, "documented", False) and _importing_from(sys._getframe(1)):
-            raise _import_gap_error(module, name, err) from None
+        if _importing_from(sys._getframe(1)):
+            if getattr(err, "documented", False):
+                raise _import_gap_error(module, name, err) from None
+            # Python's own ImportError would name the proxy's module (ray_adapter.ray...).
+            where = getattr(sys.modules.get("ray_adapter." + module), "__file__", None)
+            raise ImportError(f"cannot import name {name!r} from {module!r} "
+                              f"({where or 'unknown location'})", name=module, path=where) from None
         raise err
 
     return __getattr__
@@ -164,6 +169,6 @@ def _importing_from(frame):
 def _import_gap_error(module, name, gap):
     """The ImportError ``from <module> import <name>`` raises for attribute gap ``gap``: its
     message, its qualname."""
-    err = RayAdapterImportGapError(str(gap), name="ray_adapter." + module)
+    err = RayAdapterImportGapError(str(gap), name=module)
     err.qualname, err.documented = gap.qualname, True
     return err

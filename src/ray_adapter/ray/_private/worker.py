@@ -151,41 +151,6 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
     return _session.start(make_options, ignore_reinit_error)
 
 
-_NONE_RUNNING = "Could not find any running Ray instance."
-
-
-class Observing:
-    """``with Observing(address):`` attached to a running runtime for one look, as a tool
-    (no job of its own), and detached after: how Ray's State API and ``ray status`` / ``ray
-    list`` read a cluster this process has not joined. ``address``: None (``RAY_ADDRESS``,
-    else the runtime ``ray start`` started, else this machine's newest), an address, or a
-    dashboard URL (``http://...``: this machine's runtime). Raises ConnectionError, with
-    Ray's text, when there is none to attach to."""
-
-    __slots__ = ("address",)
-
-    def __init__(self, address=None):
-        self.address = address
-
-    def __enter__(self):
-        address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
-        if "://" in address:  # a dashboard / Jobs API URL: the runtime of this machine
-            address = "auto"
-        try:
-            init(address=address, logging_level="WARNING", log_to_driver=False,
-                 _ray_adapter_observer=True)
-        except ConnectionError as e:
-            if address == "auto" and str(e).startswith(_NONE_RUNNING):  # the State API's text
-                raise ConnectionError(_NONE_RUNNING + " Please specify the one to connect to by "
-                                      "setting the `--address` flag or `RAY_ADDRESS` environment "
-                                      "variable.") from None
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        shutdown()
-
-
 def _report_unhandled_error(error):
     """The runtime's report of a failed call whose result was freed unread (Ray's worker logs
     it the same way, on the ``ray`` logger): the Ray exception, as ``ray.get`` would raise it.

@@ -313,3 +313,9 @@ class JobSubmissionClient:
     def get_version(self):
         """The Jobs API's version (a string)."""
         return self._request("GET", "/api/version").get("version")
+
+
+# A name Ray does not have here: the ImportError / AttributeError that names Ray's module.
+from ray_adapter import gaps as _gaps  # noqa: E402
+
+__getattr__ = _gaps.module_getattr("ray.job_submission")

@@ -255,9 +255,9 @@ def _stop(o):
 def _observing(address):
     """The runtime at ``address`` (None: the one ``ray start`` started, else the newest),
     attached to for one command."""
-    from ray_adapter.ray._private import worker
+    from ray_adapter.ray._private.observing import Observing
 
-    return worker.Observing(address)
+    return Observing(address)
 
 
 def _status(o):

@@ -176,3 +176,9 @@ class Gauge(Metric):
 
     def __reduce__(self):
         return Gauge, (self._name, self._description, self._tag_keys)
+
+
+# A name Ray does not have here: the ImportError / AttributeError that names Ray's module.
+from ray_adapter import gaps as _gaps  # noqa: E402
+
+__getattr__ = _gaps.module_getattr("ray.util.metrics")

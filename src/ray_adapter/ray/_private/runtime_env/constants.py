@@ -14,3 +14,9 @@ RAY_RUNTIME_ENV_CLASS_FIELD_NAME = "class"
 RAY_RUNTIME_ENV_PRIORITY_FIELD_NAME = "priority"
 RAY_RUNTIME_ENV_PLUGIN_SCHEMAS_ENV_VAR = "RAY_RUNTIME_ENV_PLUGIN_SCHEMAS"
 RAY_RUNTIME_ENV_PLUGIN_SCHEMA_SUFFIX = ".json"
+
+
+# A name Ray does not have here: the ImportError / AttributeError that names Ray's module.
+from ray_adapter import gaps as _gaps  # noqa: E402
+
+__getattr__ = _gaps.module_getattr("ray._private.runtime_env.constants")

@@ -26,10 +26,10 @@ DEFAULT_RPC_TIMEOUT = 30
 def _records(kind, symbol=None, address=None):
     """The runtime's raw records of ``kind``. Before ``ray.init()`` this process starts no
     runtime for them (as Ray's State API starts no cluster): it reads the running one at
-    ``address`` (see :class:`~ray_adapter.ray._private.worker.Observing`), and raises
+    ``address`` (see :class:`~ray_adapter.ray._private.observing.Observing`), and raises
     ConnectionError, with Ray's text, when none runs."""
     if not started():
-        from ray_adapter.ray._private.worker import Observing
+        from ray_adapter.ray._private.observing import Observing
 
         with Observing(address):
             return _records(kind, symbol)
