@@ -127,9 +127,10 @@ def placement_group(bundles, strategy=None, name="", lifetime=None, _soft_target
 def remove_placement_group(placement_group):
     """Remove a group (mirrors ``ray.util.remove_placement_group``): its bundles are released,
     the actors in it die and its tasks are killed; pending work for it fails."""
+    core = _core()  # started first, as Ray's (its AssertionError then)
     assert placement_group is not None
     with translated:
-        _core().remove_placement_group(placement_group.id.binary())
+        core.remove_placement_group(placement_group.id.binary())
 
 
 def get_placement_group(placement_group_name):
