@@ -78,18 +78,31 @@ def _clearing_finalize(finalize):
         finalize(self)
         # The session's own collaborators (private to yr's runtime; absent: left as they are).
         tasks = getattr(self, "_LocalModeRuntime__task_mgs", None)
+        if getattr(tasks, "clear", None) is not None:
+            _quietly(tasks.clear)
         client = getattr(self, "_LocalModeRuntime__invoke_client", None)
-        for part in (tasks, client):
-            clear = getattr(part, "clear", None)
-            if clear is None:
-                continue
-            try:
-                clear()
-            except Exception:  # noqa: BLE001 - the session is over either way
-                _logger.debug("clearing yr local mode's %s failed", type(part).__name__, exc_info=True)
+        lock, workers = getattr(client, "_lock", None), getattr(client, "workers", None)
+        if lock is None or not isinstance(workers, dict):
+            return
+        # What yr's LocalClient.clear does, but each instance stopped on its own (a failing
+        # stop must not leave the others running) and outside the client's lock (a stop joins
+        # the instance's thread).
+        client._running = False  # noqa: SLF001 - refuses instances created from now on
+        with lock:
+            stopping = list(workers.values())
+            workers.clear()
+        for worker in stopping:
+            _quietly(worker.stop)
 
     setattr(wrapper, _MARK, True)
     return wrapper
+
+
+def _quietly(step):
+    try:
+        step()
+    except Exception:  # noqa: BLE001 - the session is over either way
+        _logger.debug("clearing yr local mode's session: %r failed", step, exc_info=True)
 
 
 def _forgetting_submit(submit_task):
