@@ -288,6 +288,40 @@ def test_the_state_api_before_init_reads_the_running_runtime_and_starts_none(reg
                                  "print('ready', flush=True)\nsys.stdin.readline()")
     assert owner.line() == "ready"
     assert driver(registry, look) == [["keeper"], 1, False]
+    # Its own connection, not the process's session: a thread reading the State API all along
+    # neither breaks nor disturbs this process's own ray.init() / shutdown() cycles, and the
+    # "ray" logger keeps its level (Ray's State API is an HTTP client of the cluster).
+    alongside = driver(registry, """
+        import json, logging, threading, ray
+        from ray.util.state import list_actors
+        level, stop, seen, errors = logging.getLogger("ray").level, threading.Event(), [], []
+        def poll():
+            while not stop.is_set():
+                try:
+                    seen.append(len(list_actors()))
+                except Exception as e:
+                    errors.append(repr(e))
+        poller = threading.Thread(target=poll)
+        poller.start()
+        @ray.remote
+        def one():
+            return 1
+        results = []
+        for _ in range(5):
+            ray.init(address="auto")  # attached to the owner's runtime, five times
+            results.append(ray.get(one.remote(), timeout=60))
+            ray.shutdown()
+        stop.set()
+        poller.join(60)
+        bad = []
+        for address in ("garbage", "local"):
+            try:
+                list_actors(address=address)
+            except Exception as e:
+                bad.append(type(e).__name__)
+        print(json.dumps([results, errors[:3], bool(seen), logging.getLogger("ray").level == level, bad]))
+    """)
+    assert alongside == [[1] * 5, [], True, True, ["ValueError", "ConnectionError"]]
     assert owner.finish()[0] == 0
 
 

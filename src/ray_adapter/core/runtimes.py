@@ -41,3 +41,21 @@ def stop_heads(force=False, grace=10.0):
 def running_runtimes():
     """Records of the runtimes of this user running on this machine, newest first."""
     return local_runtimes.running()
+
+
+def observe(address):
+    """A connection of its own to the runtime of this machine at ``address`` (``"auto"``: the
+    one ``ray start`` started, else any running; ``"host:port"``: the one with that address)
+    for a tool's look, whatever this process's own session is: an attached core (an observer:
+    no job of its own; ``state(kind)`` answers the State API) that the caller ends with
+    ``shutdown()``. None when no runtime has that address; ConnectionError for ``"auto"`` when
+    none runs, or when the runtime found cannot be reached."""
+    from ray_adapter.core.embedded.attached import AttachedCore
+    from ray_adapter.core.interface import InitOptions
+
+    record = find_runtime(address)
+    if record is None:
+        return None
+    core = AttachedCore()
+    core.start(InitOptions(attach=dict(record, observer=True), log_to_driver=False))
+    return core

@@ -17,8 +17,11 @@ programs run on yr-local:
    queue and its pool) nor drops its task records (each with its call's arguments): a
    process that starts and shuts down yr-local sessions (a test suite) keeps them all.
    Repaired by stopping the finishing session's instances and clearing its task manager
-   after yr's own finalize. A call still running then finishes on its pool thread (a thread
-   cannot be interrupted) and its result is dropped, as at the end of a process.
+   after yr's own finalize, and by stopping at once an instance that yr's scheduling thread
+   was still creating when the session ended. A call still running then finishes on its
+   pool thread (a thread cannot be interrupted) and its result is dropped, as at the end of
+   a process. Left as it is: yr's scheduling thread itself (one per session, idle; it has
+   no way to end).
 
 3. **Every task's arguments are kept for the session.** yr's task manager adds a record
    per stateless call, holding the call's arguments, and never removes it: 300 calls of
@@ -66,7 +69,15 @@ def _registering_create(create, stateless, store):
         ids = getattr(task, "object_ids", None)
         if getattr(task, "invoke_type", None) == stateless and future is not None and ids:
             store().set_return_obj(ids[0], future)  # before the worker can settle it
-        return create(self, task)
+        instance_id = create(self, task)
+        if instance_id and getattr(self, "_running", True) is False:
+            # The session ended while yr's scheduling thread was creating it: stopped at once,
+            # as the finalize repair stopped the others (else it runs for the process's life).
+            with self._lock:
+                late = self.workers.pop(instance_id, None)
+            if late is not None:
+                _quietly(late.stop)
+        return instance_id
 
     setattr(wrapper, _MARK, True)
     return wrapper
@@ -124,3 +135,4 @@ def _forgetting_submit(submit_task):
 
     setattr(wrapper, _MARK, True)
     return wrapper
+

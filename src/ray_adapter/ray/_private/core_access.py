@@ -48,6 +48,11 @@ def context():
     return core().context()
 
 
+def core_if_started():
+    """The running core, or None (never starts one: a shutdown racing the caller gives None)."""
+    return _core._current
+
+
 def context_if_started():
     """The caller's :class:`CallContext`, or None before ``ray.init()``."""
     current = _core._current

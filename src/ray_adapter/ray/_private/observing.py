@@ -1,40 +1,40 @@
-"""Attached to a running runtime for one look, as a tool: how Ray's State API (before
-``ray.init()``) and ``ray status`` / ``ray list`` read a runtime this process has not joined.
-Not a module of Ray's; above :mod:`.worker`, whose ``init`` / ``shutdown`` it calls."""
+"""A look at a runtime this process has not joined, as Ray's State API takes one before
+``ray.init()``: through a connection of its own (``core.runtimes.observe``), never through the
+process's session, which it neither starts nor disturbs (a thread calling ``ray.init()``
+meanwhile is unaffected, the ``ray`` logger is left as it is). Not a module of Ray's."""
 import os
+import re
 
-from ray_adapter.ray._private import worker
+from ray_adapter.core import runtimes as _runtimes
 
-_NONE_RUNNING = "Could not find any running Ray instance."
+_NONE_RUNNING = ("Could not find any running Ray instance. Please specify the one to connect to "
+                 "by setting the `--address` flag or `RAY_ADDRESS` environment variable.")
+_HOST_PORT = re.compile(r"^[^\s:/]+:\d+$")
 
 
-class Observing:
-    """``with Observing(address):`` attached to a running runtime for one look, as a tool
-    (no job of its own), and detached after: how Ray's State API and ``ray status`` / ``ray
-    list`` read a cluster this process has not joined. ``address``: None (``RAY_ADDRESS``,
-    else the runtime ``ray start`` started, else this machine's newest), an address, or a
-    dashboard URL (``http://...``: this machine's runtime). Raises ConnectionError, with
-    Ray's text, when there is none to attach to."""
-
-    __slots__ = ("address",)
-
-    def __init__(self, address=None):
-        self.address = address
-
-    def __enter__(self):
-        address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
-        if "://" in address:  # a dashboard / Jobs API URL: the runtime of this machine
-            address = "auto"
-        try:
-            worker.init(address=address, logging_level="WARNING", log_to_driver=False,
-                        _ray_adapter_observer=True)
-        except ConnectionError as e:
-            if address == "auto" and str(e).startswith(_NONE_RUNNING):  # the State API's text
-                raise ConnectionError(_NONE_RUNNING + " Please specify the one to connect to by "
-                                      "setting the `--address` flag or `RAY_ADDRESS` environment "
-                                      "variable.") from None
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        worker.shutdown()
+def records(kind, address=None):
+    """The raw records of ``kind`` ("actors", "nodes", ...) of the running runtime at
+    ``address`` (None: ``RAY_ADDRESS``, else this machine's; a dashboard URL ``http://...``:
+    this machine's; ``"host:port"``: the runtime with that address). Raises ConnectionError,
+    with Ray's State API text, when none runs there (``"local"`` names none: nothing is
+    started), ValueError for an address that is not one (as Ray's), and NotImplementedError
+    where the runtime does not record ``kind``."""
+    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    if "://" in address:
+        address = "auto"
+    elif address != "auto" and address != "local" and not _HOST_PORT.match(address):
+        raise ValueError(f"Invalid address format: {address}")
+    try:
+        core = None if address == "local" else _runtimes.observe(address)
+    except ConnectionError as e:
+        if address == "auto" and str(e).startswith("Could not find any running Ray instance."):
+            raise ConnectionError(_NONE_RUNNING) from None
+        raise ConnectionError(str(e)) from None  # the core's own class: Ray's is the plain one
+    if core is None:
+        raise ConnectionError(_NONE_RUNNING if address in ("auto", "local") else
+                              f"Could not find any running Ray instance at {address}: no runtime "
+                              "of this machine has that address (`ray status` shows the running one).")
+    try:
+        return core.state(kind)
+    finally:
+        core.shutdown()

@@ -13,8 +13,7 @@ Provided: ``available_resources_per_node()``, ``total_resources_per_node()``,
 from ray_adapter import gaps as _gaps
 from ray_adapter.ray._private import session as _session
 from ray_adapter.ray._private.errors import actor_record as _actor_record
-from ray_adapter.ray._private.core_access import context_if_started, started, translated
-from ray_adapter.ray._private.core_access import core as _running_core
+from ray_adapter.ray._private.core_access import context_if_started, core_if_started, translated
 
 NODE_ID_PREFIX = "node:"
 HEAD_NODE_RESOURCE_NAME = "node:__internal_head__"
@@ -22,14 +21,15 @@ HEAD_NODE_RESOURCE_NAME = "node:__internal_head__"
 
 def _core():
     """The running core. Unlike the rest of Ray's API these helpers never start a runtime:
-    before ``ray.init()`` (or after ``ray.shutdown()``) they raise RaySystemError with Ray's
-    text, as Ray's global state does."""
-    if not started():
+    before ``ray.init()`` (or after ``ray.shutdown()``, even one racing the caller) they raise
+    RaySystemError with Ray's text, as Ray's global state does."""
+    running = core_if_started()
+    if running is None:
         from ray_adapter.ray.exceptions import RaySystemError
 
         raise RaySystemError("Ray has not been started yet. Trying to use state API before "
                              "ray.init() has been called.")
-    return _running_core()
+    return running
 
 
 def _group_entry(record):
@@ -131,6 +131,7 @@ class GlobalState:
         State API's ``death_cause``), Pid.
         Raises ValueError for an unknown state name or an id that is not 16 bytes of hex, as
         Ray does."""
+        running = _core()  # before the arguments are checked, as Ray's
         if actor_state_name is not None and actor_state_name not in _ACTOR_STATES:
             names = ", ".join(f'"{n}"' for n in _ACTOR_STATES[:-1])
             raise ValueError(f'"{actor_state_name}" is not a valid actor state name, it must be '
@@ -138,8 +139,8 @@ class GlobalState:
         if actor_id is not None and len(bytes.fromhex(actor_id)) != 16:  # ValueError, as Ray's
             raise ValueError("ID string needs to have length 16")
         with translated:
-            records = [_actor_record(r) for r in _core().state("actors")]
-            driver_node = _core().context().node_id.hex()
+            records = [_actor_record(r) for r in running.state("actors")]
+            driver_node = running.context().node_id.hex()
         table = {}
         for record in records:
             if actor_id is not None:
@@ -173,6 +174,7 @@ class GlobalState:
         return out
 
     def chrome_tracing_dump(self, filename=None):
+        _core()  # Ray's global state: RaySystemError before ray.init() (ray.timeline's own differs)
         from ray_adapter.ray._private.profiling import timeline
 
         return timeline(filename)

@@ -252,19 +252,34 @@ def _stop(o):
 
 
 # -- ray status / list -------------------------------------------------------------------------
-def _observing(address):
+class _Attached:
     """The runtime at ``address`` (None: the one ``ray start`` started, else the newest),
-    attached to for one command."""
-    from ray_adapter.ray._private.observing import Observing
+    attached to for one command, as a tool (an observer: no job of its own)."""
 
-    return Observing(address)
+    def __init__(self, address):
+        self.address = address
+
+    def __enter__(self):
+        from ray_adapter.ray._private import worker
+
+        address = self.address or os.environ.get("RAY_ADDRESS") or "auto"
+        if "://" in address:  # a Jobs API URL (what `ray job` takes): the runtime of this machine
+            address = "auto"
+        worker.init(address=address, logging_level="WARNING", log_to_driver=False,
+                    _ray_adapter_observer=True)
+        return self
+
+    def __exit__(self, *exc):
+        from ray_adapter.ray._private import worker
+
+        worker.shutdown()
 
 
 def _status(o):
     from ray_adapter.ray._private import state
     from ray_adapter.ray._private.core_access import core, translated
 
-    with _observing(o.address):
+    with _Attached(o.address):
         nodes = state.nodes()
         total = state.cluster_resources()
         available = state.available_resources()
@@ -334,7 +349,7 @@ def _records(o, filters, limit, detail):
     """The State API's records of ``o.resource`` from the runtime at ``o.address``."""
     from ray_adapter.ray.util import state
 
-    with _observing(o.address):
+    with _Attached(o.address):
         return getattr(state, _LIST_KINDS[o.resource])(filters=filters, limit=limit, detail=detail)
 
 
@@ -358,7 +373,7 @@ def _summary(o):
     from ray_adapter.ray.util import state
 
     function, title, group = _SUMMARIES[o.resource]
-    with _observing(o.address):
+    with _Attached(o.address):
         summary = getattr(state, function)()["cluster"]
     rule = "-" * 36
     stats = "\n".join(f"{k}: {v}" for k, v in sorted(summary.items())

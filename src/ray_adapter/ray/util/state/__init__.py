@@ -13,7 +13,8 @@ there is none. ``timeout`` and ``raise_on_missing_output`` are accepted. Logs, r
 and cluster events are not provided (see the compat matrix).
 """
 from ray_adapter import gaps
-from ray_adapter.ray._private.core_access import core, started, translated
+from ray_adapter.core import errors as core_errors
+from ray_adapter.ray._private.core_access import core_if_started, translated
 from ray_adapter.ray._private.errors import actor_record as _actor_record
 from ray_adapter.ray._private.errors import worker_exit
 from ray_adapter.ray.util.state._schema import (ActorState, JobState, NodeState, ObjectState,
@@ -26,16 +27,22 @@ DEFAULT_RPC_TIMEOUT = 30
 def _records(kind, symbol=None, address=None):
     """The runtime's raw records of ``kind``. Before ``ray.init()`` this process starts no
     runtime for them (as Ray's State API starts no cluster): it reads the running one at
-    ``address`` (see :class:`~ray_adapter.ray._private.observing.Observing`), and raises
-    ConnectionError, with Ray's text, when none runs."""
-    if not started():
-        from ray_adapter.ray._private.observing import Observing
-
-        with Observing(address):
-            return _records(kind, symbol)
+    ``address`` through a connection of its own (:mod:`ray_adapter.ray._private.observing`),
+    and raises ConnectionError, with Ray's text, when none runs."""
     with translated:
         try:
-            return core().state(kind)
+            running = core_if_started()  # read once: a shutdown meanwhile starts nothing
+            if running is not None:
+                try:
+                    return running.state(kind)
+                except core_errors.NotInitialized:
+                    if core_if_started() is running:  # the runtime itself has ended
+                        raise
+                    # This process's own session ended meanwhile (another thread's
+                    # ray.shutdown()): read as a process that never started one does.
+            from ray_adapter.ray._private import observing
+
+            return observing.records(kind, address)
         except NotImplementedError:
             # Provided on another backend; the matrix says why not on this one.
             raise NotImplementedError(str(gaps.attribute_gap_error(
