@@ -47,7 +47,7 @@ def _auto_init(api):
 get_runtime_context = _auto_init(get_runtime_context)
 get_gpu_ids = _auto_init(get_gpu_ids)
 # Started before their arguments are checked, as Ray's (``ray.wait([])`` starts it too).
-# ``get`` and ``put`` start it in their own bodies (their hot path keeps one call less).
+# ``get`` and ``put`` do the same first thing in their own bodies (a hot path: no wrapper).
 cancel, kill, wait, get_actor = (_auto_init(api) for api in (cancel, kill, wait, get_actor))
 
 

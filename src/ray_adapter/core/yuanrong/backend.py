@@ -116,7 +116,7 @@ class YuanrongBackend(RuntimeCore):
         self.job_env = JobEnv(options.runtime_env, local_mode)
         self.job_env.start()
         self._owns_yr = not yr.is_initialized()
-        if local_mode:  # two defects of yr's local mode, repaired before it starts
+        if local_mode:  # defects of yr's local mode (local_mode_repairs), repaired before it starts
             local_mode_repairs.install()
         if self._owns_yr:
             # yr's native init prints notices on stdout (kept off the program's stdout) and, in

@@ -22,7 +22,6 @@ programs run on yr-local:
    pool thread (a thread cannot be interrupted) and its result is dropped, as at the end of
    a process. Left as it is: yr's scheduling thread itself (one per session, idle; it has
    no way to end).
-
 3. **Every task's arguments are kept for the session.** yr's task manager adds a record
    per stateless call, holding the call's arguments, and never removes it: 300 calls of
    ``f.remote(arg)`` with a 4 MB argument left the driver 1.2 GB larger. Repaired by dropping
@@ -70,11 +69,13 @@ def _registering_create(create, stateless, store):
         if getattr(task, "invoke_type", None) == stateless and future is not None and ids:
             store().set_return_obj(ids[0], future)  # before the worker can settle it
         instance_id = create(self, task)
-        if instance_id and getattr(self, "_running", True) is False:
+        lock, workers = getattr(self, "_lock", None), getattr(self, "workers", None)
+        if instance_id and getattr(self, "_running", True) is False and lock is not None \
+                and isinstance(workers, dict):
             # The session ended while yr's scheduling thread was creating it: stopped at once,
             # as the finalize repair stopped the others (else it runs for the process's life).
-            with self._lock:
-                late = self.workers.pop(instance_id, None)
+            with lock:
+                late = workers.pop(instance_id, None)
             if late is not None:
                 _quietly(late.stop)
         return instance_id

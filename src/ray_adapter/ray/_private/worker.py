@@ -293,6 +293,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     ``ValueError`` ('You are trying to access Ray objects whose owner is unknown...'). In a
     task or actor of the embedded backend an unknown object raises ``ObjectFreedError`` at once
     instead (compat matrix)."""
+    core = _ensure_core()  # first, as Ray's auto-init: a bad argument still leaves it started
     if type(object_refs) is not ObjectRef:
         if type(object_refs).__name__ == "CompiledDAGRef":  # a compiled graph's step: at once
             from ray_adapter.ray.dag.compiled_dag_node import get_compiled_refs
@@ -317,7 +318,6 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
         int(timeout * 1000)  # as Ray converts it: "x" raises ValueError, [1] TypeError
     if timeout is not None and timeout < 0:
         timeout = None  # as Ray: a negative timeout waits for ever
-    core = _ensure_core()
     stale = from_old_sessions(refs)
     if stale:
         raise ValueError(_UNKNOWN_OWNER_GET + "".join(f"{r.hex()}, " for r in stale) + "].")
@@ -329,6 +329,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
 def put(value, *, _owner=None, _tensor_transport=None):
     """Store ``value`` in the object store; returns its ObjectRef (mirrors ``ray.put``).
     Raises ``TypeError`` for an ObjectRef (wrap it in a list to store it)."""
+    _ensure_core()  # first, as Ray's auto-init: a bad argument still leaves it started
     if isinstance(value, ObjectRef):
         raise TypeError(
             "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, "
