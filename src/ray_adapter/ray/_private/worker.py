@@ -293,7 +293,6 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     ``ValueError`` ('You are trying to access Ray objects whose owner is unknown...'). In a
     task or actor of the embedded backend an unknown object raises ``ObjectFreedError`` at once
     instead (compat matrix)."""
-    core = _ensure_core()  # first, as Ray's auto-init: a bad argument still leaves it started
     if type(object_refs) is not ObjectRef:
         if type(object_refs).__name__ == "CompiledDAGRef":  # a compiled graph's step: at once
             from ray_adapter.ray.dag.compiled_dag_node import get_compiled_refs
@@ -312,8 +311,10 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
 
         values = get_compiled_refs(object_refs, timeout)
         if values is NOT_COMPILED:
+            _ensure_core()  # as Ray's auto-init: a bad argument still leaves it started
             raise not_refs
         return values
+    core = _ensure_core()  # before the timeout is checked, as Ray's auto-init
     if timeout is not None:
         int(timeout * 1000)  # as Ray converts it: "x" raises ValueError, [1] TypeError
     if timeout is not None and timeout < 0:
