@@ -11,8 +11,17 @@ def find_runtime(address):
     (``None``: the one ``ray start --head`` started, if it runs; ``"auto"``: that one or any
     running; ``"host:port"``: the one with that address), as a record for
     ``InitOptions.attach``; None when there is none to attach to (start one, or the address is
-    a cluster's). Raises ConnectionError for ``"auto"`` when none runs, as Ray does.
+    a cluster's). Raises ConnectionError (Ray's plain class) for ``"auto"`` when none runs, as
+    Ray does.
     """
+    try:
+        return _find(address)
+    except local_runtimes.NoRuntime as e:
+        raise ConnectionError(str(e)) from None
+
+
+def _find(address):
+    """:func:`find_runtime`, raising the registry's NoRuntime for ``"auto"`` when none runs."""
     try:
         return local_runtimes.find(address)
     except PermissionError:
@@ -48,12 +57,15 @@ def observe(address):
     one ``ray start`` started, else any running; ``"host:port"``: the one with that address)
     for a tool's look, whatever this process's own session is: an attached core (an observer:
     no job of its own; ``state(kind)`` answers the State API) that the caller ends with
-    ``shutdown()``. None when no runtime has that address; ConnectionError for ``"auto"`` when
-    none runs, or when the runtime found cannot be reached."""
+    ``shutdown()``. None when no runtime has that address (for ``"auto"``: none runs);
+    ConnectionError when the runtime found cannot be reached."""
     from ray_adapter.core.embedded.attached import AttachedCore
     from ray_adapter.core.interface import InitOptions
 
-    record = find_runtime(address)
+    try:
+        record = _find(address)
+    except local_runtimes.NoRuntime:
+        return None
     if record is None:
         return None
     core = AttachedCore()

@@ -24,12 +24,7 @@ def records(kind, address=None):
         address = "auto"
     elif address != "auto" and address != "local" and not _HOST_PORT.match(address):
         raise ValueError(f"Invalid address format: {address}")
-    try:
-        core = None if address == "local" else _runtimes.observe(address)
-    except ConnectionError as e:
-        if address == "auto" and str(e).startswith("Could not find any running Ray instance."):
-            raise ConnectionError(_NONE_RUNNING) from None
-        raise ConnectionError(str(e)) from None  # the core's own class: Ray's is the plain one
+    core = None if address == "local" else _runtimes.observe(address)
     if core is None:
         raise ConnectionError(_NONE_RUNNING if address in ("auto", "local") else
                               f"Could not find any running Ray instance at {address}: no runtime "

@@ -224,10 +224,7 @@ def _running_runtime(address, num_cpus, num_gpus, **node_options):
     # Loaded here, not with `import ray`: a worker process imports ray and never attaches.
     from ray_adapter.core import runtimes as _runtimes
 
-    try:
-        found = _runtimes.find_runtime(address)
-    except ConnectionError as e:  # the core's own class: Ray's is a plain ConnectionError
-        raise ConnectionError(str(e)) from None
+    found = _runtimes.find_runtime(address)
     if found is not None:
         _refuse_node_options(num_cpus, num_gpus, node_options)
     elif address not in (None, "local") and not os.environ.get("YR_SERVER_ADDRESS") \
