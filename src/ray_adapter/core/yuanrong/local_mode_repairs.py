@@ -69,15 +69,10 @@ def _registering_create(create, stateless, store):
         if getattr(task, "invoke_type", None) == stateless and future is not None and ids:
             store().set_return_obj(ids[0], future)  # before the worker can settle it
         instance_id = create(self, task)
-        lock, workers = getattr(self, "_lock", None), getattr(self, "workers", None)
-        if instance_id and getattr(self, "_running", True) is False and lock is not None \
-                and isinstance(workers, dict):
+        if instance_id and getattr(self, "_running", True) is False:
             # The session ended while yr's scheduling thread was creating it: stopped at once,
             # as the finalize repair stopped the others (else it runs for the process's life).
-            with lock:
-                late = workers.pop(instance_id, None)
-            if late is not None:
-                _quietly(late.stop)
+            _stop_instances(self, instance_id)
         return instance_id
 
     setattr(wrapper, _MARK, True)
@@ -93,21 +88,32 @@ def _clearing_finalize(finalize):
         if getattr(tasks, "clear", None) is not None:
             _quietly(tasks.clear)
         client = getattr(self, "_LocalModeRuntime__invoke_client", None)
-        lock, workers = getattr(client, "_lock", None), getattr(client, "workers", None)
-        if lock is None or not isinstance(workers, dict):
-            return
-        # What yr's LocalClient.clear does, but each instance stopped on its own (a failing
-        # stop must not leave the others running) and outside the client's lock (a stop joins
-        # the instance's thread).
-        client._running = False  # noqa: SLF001 - refuses instances created from now on
-        with lock:
-            stopping = list(workers.values())
-            workers.clear()
-        for worker in stopping:
-            _quietly(worker.stop)
+        if client is not None:
+            # What yr's LocalClient.clear does, but each instance stopped on its own (see
+            # _stop_instances); from now on the client refuses new ones.
+            client._running = False  # noqa: SLF001
+            _stop_instances(client)
 
     setattr(wrapper, _MARK, True)
     return wrapper
+
+
+def _stop_instances(client, instance_id=None):
+    """Take instance ``instance_id`` (None: every one) from yr's LocalClient ``client`` and
+    stop it: outside the client's lock (a stop joins the instance's thread), each on its own
+    (a failing stop must not leave the others running). Nothing when the client lacks the
+    attributes this relies on."""
+    lock, workers = getattr(client, "_lock", None), getattr(client, "workers", None)
+    if lock is None or not isinstance(workers, dict):
+        return
+    with lock:
+        if instance_id is None:
+            stopping = list(workers.values())
+            workers.clear()
+        else:
+            stopping = [w for w in (workers.pop(instance_id, None),) if w is not None]
+    for worker in stopping:
+        _quietly(worker.stop)
 
 
 def _quietly(step):
