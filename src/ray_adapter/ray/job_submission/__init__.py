@@ -21,6 +21,7 @@ import urllib.request
 import zipfile
 from typing import Any, Dict, Optional, Union
 
+from ray_adapter import gaps as _gaps
 from ray_adapter.core import runtimes as _runtimes
 from ray_adapter.core.runtime_env import default_excludes, package_files
 
@@ -315,7 +316,5 @@ class JobSubmissionClient:
         return self._request("GET", "/api/version").get("version")
 
 
-# A name Ray does not have here: the ImportError / AttributeError that names Ray's module.
-from ray_adapter import gaps as _gaps  # noqa: E402
-
+# A name Ray does not have here: the ImportError / AttributeError naming Ray's module.
 __getattr__ = _gaps.module_getattr("ray.job_submission")

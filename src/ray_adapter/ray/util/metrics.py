@@ -13,6 +13,7 @@ import re
 import warnings
 
 from ray_adapter import core as _core
+from ray_adapter import gaps as _gaps
 
 __all__ = ["Counter", "Histogram", "Gauge"]
 
@@ -178,7 +179,5 @@ class Gauge(Metric):
         return Gauge, (self._name, self._description, self._tag_keys)
 
 
-# A name Ray does not have here: the ImportError / AttributeError that names Ray's module.
-from ray_adapter import gaps as _gaps  # noqa: E402
-
+# A name Ray does not have here: the ImportError / AttributeError naming Ray's module.
 __getattr__ = _gaps.module_getattr("ray.util.metrics")

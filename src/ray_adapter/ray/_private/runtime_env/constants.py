@@ -5,6 +5,8 @@ config (its runtime env) reaches the driver: ``ray.init`` merges that env with i
 does. The plugin constants are Ray's values; the adapter has no runtime-env plugins (an
 unknown runtime_env field raises the documented gap).
 """
+from ray_adapter import gaps as _gaps
+
 RAY_JOB_CONFIG_JSON_ENV_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 RAY_RUNTIME_ENV_PLUGINS_ENV_VAR = "RAY_RUNTIME_ENV_PLUGINS"
 RAY_RUNTIME_ENV_PLUGIN_DEFAULT_PRIORITY = 10
@@ -16,7 +18,5 @@ RAY_RUNTIME_ENV_PLUGIN_SCHEMAS_ENV_VAR = "RAY_RUNTIME_ENV_PLUGIN_SCHEMAS"
 RAY_RUNTIME_ENV_PLUGIN_SCHEMA_SUFFIX = ".json"
 
 
-# A name Ray does not have here: the ImportError / AttributeError that names Ray's module.
-from ray_adapter import gaps as _gaps  # noqa: E402
-
+# A name Ray does not have here: the ImportError / AttributeError naming Ray's module.
 __getattr__ = _gaps.module_getattr("ray._private.runtime_env.constants")
