@@ -11,6 +11,19 @@ pytestmark = pytest.mark.skipif(not _yr_available(), reason="the openYuanrong SD
 YR_LOCAL = {"RAY_ADAPTER_RUNTIME": "yr-local"}
 
 
+@pytest.fixture
+def yr_local(monkeypatch):
+    """The proxy ``ray`` on yr-local in this process, no session started (the test starts
+    its own); shut down afterwards."""
+    import ray_adapter.ray as ray
+
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    if ray.is_initialized():
+        ray.shutdown()
+    yield ray
+    ray.shutdown()
+
+
 def _program(body):
     return textwrap.dedent("""
         import os, sys, time
@@ -411,15 +424,16 @@ def test_actors_going_out_of_scope_with_calls_in_flight_start_no_thread_each(mon
         ray.shutdown()
 
 
-def test_a_task_runs_when_its_instance_is_created_before_yr_registers_it(monkeypatch):
+def test_a_task_runs_when_its_instance_is_created_before_yr_registers_it(yr_local, monkeypatch):
     """yr's local mode started an instance's creation before registering the future it
     settles; when the creation won that race (the scaling thread descheduled: a loaded CI
     machine), the instance never became active and a trivial task never ran (``get`` timed
     out). The race is forced here by holding the scaling thread between the two steps."""
     import time
 
-    import ray_adapter.ray as ray
     from yr.local_mode import instance_manager
+
+    ray = yr_local
 
     add = instance_manager.InstanceManager._InstanceManager__add_instance
 
@@ -428,32 +442,23 @@ def test_a_task_runs_when_its_instance_is_created_before_yr_registers_it(monkeyp
         return add(self, resource, instance)
 
     monkeypatch.setattr(instance_manager.InstanceManager, "_InstanceManager__add_instance", held_add)
-    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
-    if ray.is_initialized():
-        ray.shutdown()
     ray.init(num_cpus=2)
-    try:
-        @ray.remote
-        def one():
-            return 1
 
-        assert ray.get([one.remote() for _ in range(3)], timeout=20) == [1, 1, 1]
-    finally:
-        ray.shutdown()
+    @ray.remote
+    def one():
+        return 1
+
+    assert ray.get([one.remote() for _ in range(3)], timeout=20) == [1, 1, 1]
 
 
-def test_a_shut_down_session_leaves_none_of_its_threads(monkeypatch):
+def test_a_shut_down_session_leaves_none_of_its_threads(yr_local):
     """Each stateless call of yr's local mode runs on an instance of two threads, and its
     finalize left every instance of the session running: a process starting sessions one
     after another (a test suite) kept them all. After shutdown the instances are gone."""
     import threading
     import time
 
-    import ray_adapter.ray as ray
-
-    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
-    if ray.is_initialized():
-        ray.shutdown()
+    ray = yr_local
     before = threading.active_count()
     for _ in range(2):
         ray.init(num_cpus=4)
@@ -472,7 +477,7 @@ def test_a_shut_down_session_leaves_none_of_its_threads(monkeypatch):
         time.sleep(0.05)
 
 
-def test_a_sessions_finished_calls_leave_their_arguments_behind(monkeypatch):
+def test_a_sessions_finished_calls_leave_their_arguments_behind(yr_local):
     """yr's local mode kept a record of every stateless call, its arguments included, for
     the rest of the session: 40 calls with an 8 MB argument each grew the driver by 320 MB.
     Once a call has ended nothing holds its arguments."""
@@ -480,25 +485,19 @@ def test_a_sessions_finished_calls_leave_their_arguments_behind(monkeypatch):
 
     import psutil
 
-    import ray_adapter.ray as ray
-
-    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
-    if ray.is_initialized():
-        ray.shutdown()
+    ray = yr_local
     ray.init(num_cpus=2)
-    try:
-        @ray.remote
-        def size(blob):
-            return len(blob)
 
-        process = psutil.Process()
-        assert ray.get(size.remote(b"w" * 1024)) == 1024  # the first call's set-up counted out
-        gc.collect()
-        before = process.memory_info().rss
-        for i in range(40):
-            assert ray.get(size.remote(bytes([i]) * (8 << 20)), timeout=60) == 8 << 20
-        gc.collect()
-        grown = process.memory_info().rss - before
-        assert grown < 120 << 20, f"the driver grew by {grown >> 20} MB over 40 calls of 8 MB"
-    finally:
-        ray.shutdown()
+    @ray.remote
+    def size(blob):
+        return len(blob)
+
+    process = psutil.Process()
+    assert ray.get(size.remote(b"w" * 1024)) == 1024  # the first call's set-up counted out
+    gc.collect()
+    before = process.memory_info().rss
+    for i in range(40):
+        assert ray.get(size.remote(bytes([i]) * (8 << 20)), timeout=60) == 8 << 20
+    gc.collect()
+    grown = process.memory_info().rss - before
+    assert grown < 120 << 20, f"the driver grew by {grown >> 20} MB over 40 calls of 8 MB"
