@@ -145,11 +145,19 @@ def test_results_of_a_burst_reach_the_driver_in_batches(ray):
         return None
 
     ray.get([noop.remote() for _ in range(100)])
-    with _counted("_recv_into") as reads:
-        assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
     # About one read per result with one task in flight per worker (0.5-0.6 before
     # pipelining several); several results per read once workers run ahead of the driver.
-    assert reads[0] / 2000 <= 0.3, f"{reads[0]} socket reads for 2000 results"
+    # How far they run ahead depends on how the machine schedules the driver against its
+    # workers: a burst on a machine loaded by other suites read 0.4 once. Batching works
+    # when one of three bursts shows it; without it none does.
+    ratios = []
+    for _ in range(3):
+        with _counted("_recv_into") as reads:
+            assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
+        ratios.append(reads[0] / 2000)
+        if ratios[-1] <= 0.3:
+            break
+    assert min(ratios) <= 0.3, f"socket reads per result in three bursts of 2000: {ratios}"
 
 
 def test_a_queued_task_costs_the_garbage_collector_few_objects(ray_module):
