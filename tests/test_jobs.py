@@ -296,7 +296,7 @@ def test_a_job_gets_a_clean_signal_mask_and_stops_gracefully(client, tmp_path):
     start = time.monotonic()
     client.stop_job(job)
     info = finished(client, job)
-    assert info.status == "STOPPED" and time.monotonic() - start < 2.5  # no SIGKILL after 3 s
+    assert info.status == "STOPPED" and time.monotonic() - start < 3.0  # before the SIGKILL at 3 s
     assert "got TERM" in client.get_job_logs(job)
 
 
