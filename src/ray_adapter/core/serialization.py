@@ -9,9 +9,10 @@ every dtype but float8 and bits), and a storage by ``torch.save`` into bytes (in
 serialization, a copy into the pickle, and a ``torch.load`` per reader). Here a CPU storage's
 bytes travel out of band instead (tensors keep torch's own reduce: shape, strides, offset,
 ``requires_grad``). As from Ray, a reader gets a
-writable tensor of its own: in a worker, over its private copy-on-write mapping of the shared
-memory (no copy until it writes), elsewhere (the driver reading its own put; small storages
-sent in band) over a copy.
+writable tensor of its own: where the bytes were received in shared memory, over a private
+copy-on-write mapping made for that storage alone (no copy; what it writes is seen by no other
+read and freed with it: :func:`.shm.own_array`), elsewhere (the driver reading its own put;
+small storages sent in band) over a copy.
 """
 import collections
 import errno
@@ -87,7 +88,7 @@ def _rebuild_storage(buffer, dtype):
     import numpy
     import torch
 
-    array = shm.private_array(buffer)  # a worker's copy-on-write mapping: no copy
+    array = shm.own_array(buffer)  # received shared memory, mapped for this storage: no copy
     if array is None:
         array = numpy.frombuffer(bytearray(buffer), dtype=numpy.uint8)
     untyped = torch.from_numpy(array).untyped_storage() if array.nbytes else torch.UntypedStorage(0)

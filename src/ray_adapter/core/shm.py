@@ -15,9 +15,18 @@ Kinds of shared buffer (each has ``view``, the memory pickle reads, and ``nbytes
 Views handed to pickle are *exported* (:func:`exported_view`): a read-only numpy array over the
 mapping that keeps its owner alive, so arrays read back are read-only, as from Ray's store, and
 an array that is a whole shared buffer is recognised when it is serialized again
-(:func:`shared_source`): a task returning its argument copies nothing. Received mappings are
-private (copy on write): code that writes through a read-only array anyway (``torch.from_numpy``)
-changes its own pages, never the stored object, and never faults.
+(:func:`shared_source`): a task returning its argument copies nothing.
+
+Received memory is mapped private (copy on write), and a mapping never outlives what it was
+made for, so a page a process writes is its own and goes with that mapping:
+
+- each received buffer (a memfd, or one reference to an arena block) is mapped on its own:
+  code that writes through a read-only array anyway (``torch.from_numpy``) changes its own
+  pages, never the stored object nor any object later stored in the same memory, and never
+  faults;
+- each torch storage read from one gets a private mapping of its own (:func:`own_array`): a
+  tensor is its reader's, writable without a copy, as Ray's fresh unpickled tensor is; an
+  in-place update is seen by no other read, and its pages are freed with the tensor.
 """
 import mmap
 import os
@@ -69,20 +78,24 @@ def shared_source(raw):
     return None
 
 
-def private_array(view):
-    """A writable uint8 numpy array over the memory of ``view`` (a buffer pickle handed a
-    reducer) when that memory is this process's private copy-on-write mapping of a shared
-    buffer (a worker's: writes change its own pages only), keeping the buffer alive as long as
-    the array lives; None otherwise (the driver's shared arena, bytes, a part of a buffer)."""
+def own_array(view):
+    """A writable uint8 numpy array of the bytes of ``view`` (a buffer pickle handed a reducer)
+    over a private (copy-on-write) mapping of its own, when ``view`` is the whole of a shared
+    buffer this process can map again (one it received: :attr:`private_source`): no copy, and
+    its writes stay in that mapping, freed with the array. The buffer is kept alive as long as
+    the array lives (a block stays pinned: unwritten pages read through to it). None otherwise
+    (the driver's own arena, bytes, a part of a buffer: the caller copies)."""
     if not isinstance(view, memoryview):
         return None
     owner = shared_source(view)
-    mapping = getattr(owner, "private_mapping", None)
-    if mapping is None:
+    source = getattr(owner, "private_source", None)
+    if source is None:
         return None
     import numpy
 
-    array = numpy.frombuffer(mapping[0], dtype=numpy.uint8, count=owner.nbytes, offset=mapping[1])
+    fd, offset = source
+    mapping, start = map_range(fd, offset, owner.nbytes)
+    array = numpy.frombuffer(mapping, dtype=numpy.uint8, count=owner.nbytes, offset=start)
     weakref.finalize(array, _keep, owner)
     return array
 
@@ -107,12 +120,13 @@ class ShmBuffer:
         self.fd = fd
         self.map = mapping
         self.nbytes = nbytes
-        self.private = private  # mapped copy-on-write (received): see private_array
+        self.private = private  # received, mapped copy on write (see the module's notes)
 
     @property
-    def private_mapping(self):
-        """``(mapping, offset)`` when this process's mapping is private, else None."""
-        return (self.map, 0) if self.private else None
+    def private_source(self):
+        """``(fd, offset)`` to map this buffer again (see :func:`own_array`), or None for one
+        this process made (shared with its readers)."""
+        return (self.fd, 0) if self.private and self.fd >= 0 else None
 
     @property
     def view(self):
@@ -150,27 +164,30 @@ class ShmBuffer:
 
 
 class RemoteBlock:
-    """A worker's view of an arena block the driver sent (``key`` = (segment id, offset)).
-    When the last array made from it is gone, ``released(key)`` tells the driver."""
+    """A worker's view of an arena block the driver sent (``key`` = (segment id, offset)),
+    mapped private from the segment's descriptor ``fd`` for this reference alone. When the last
+    array made from it is gone, ``released(key)`` tells the driver, and the mapping (with any
+    page written through it) goes."""
 
     is_shared_buffer = True
-    __slots__ = ("key", "nbytes", "_mapping", "_released", "__weakref__")
+    __slots__ = ("key", "nbytes", "_fd", "_mapping", "_start", "_released", "__weakref__")
 
-    def __init__(self, key, nbytes, mapping, released):
+    def __init__(self, key, nbytes, fd, released):
         self.key = key
         self.nbytes = nbytes
-        self._mapping = mapping
-        self._released = released
+        self._fd = fd
+        self._released = released  # also if mapping fails: __del__ then gives the block back
+        self._mapping, self._start = map_range(fd, key[1], nbytes)
 
     @property
     def view(self):
         """A new exported view (it keeps this block alive; see ShmBuffer.view)."""
-        return exported_view(self._mapping, self.key[1], self.nbytes, self)
+        return exported_view(self._mapping, self._start, self.nbytes, self)
 
     @property
-    def private_mapping(self):
-        """``(mapping, offset)``: a worker maps the arena's segments private."""
-        return self._mapping, self.key[1]
+    def private_source(self):
+        """``(fd, offset)`` of the block in its segment (see :func:`own_array`)."""
+        return self._fd, self.key[1]
 
     def __del__(self):
         released = self._released
@@ -193,9 +210,13 @@ def map_private(fd, size):
     return mapping
 
 
-def map_segment(fd, size):
-    """Map a received arena segment (see :func:`map_private`); the fd may be closed after."""
-    return map_private(fd, size)
+def map_range(fd, offset, nbytes):
+    """A private (copy-on-write) mapping of the ``nbytes`` at ``offset`` of memfd ``fd``:
+    ``(mapping, start)``, the bytes beginning at ``start`` in the mapping (mappings begin on a
+    page). Its pages fault in as they are read (a few at a time, as fast as populating them
+    first), so a reader pays only for what it touches."""
+    start = offset % mmap.ALLOCATIONGRANULARITY
+    return mmap.mmap(fd, start + nbytes, flags=mmap.MAP_PRIVATE, offset=offset - start), start
 
 
 def raise_fd_limit():

@@ -308,27 +308,29 @@ class DriverCodec:
 
 
 class WorkerCodec:
-    """A worker's side: maps the driver's segments (private), turns block references into
-    :class:`~ray_adapter.core.shm.RemoteBlock` views, sends reused blocks back by reference.
-    ``released(key)`` is called when the views of one received reference are all gone."""
+    """A worker's side: keeps the descriptors of the driver's segments, maps each block
+    reference it receives as a :class:`~ray_adapter.core.shm.RemoteBlock` of its own (private),
+    sends reused blocks back by reference. ``released(key)`` is called when the views of one
+    received reference are all gone. The descriptors stay open for the process's life (a
+    runtime has a few segments, never removed while it runs)."""
 
     def __init__(self, released):
-        self._maps = {}
+        self._segments = {}  # segment id -> (fd, size)
         self._released = released
 
     def segment(self, seg_id, fd, size):
-        try:
-            self._maps[seg_id] = shm.map_segment(fd, size)
-        finally:
-            os.close(fd)
+        old = self._segments.get(seg_id)
+        self._segments[seg_id] = (fd, size)
+        if old is not None:
+            os.close(old[0])
 
     def decode(self, key, nbytes):
-        mapping = self._maps.get(key[0])
-        if mapping is None:
+        segment = self._segments.get(key[0])
+        if segment is None or key[1] + nbytes > segment[1]:
             from ray_adapter.core.embedded.channel import ProtocolError
 
-            raise ProtocolError(f"arena block {key} of a segment never announced")
-        return shm.RemoteBlock(key, nbytes, mapping, self._released)
+            raise ProtocolError(f"arena block {key} ({nbytes} bytes) of a segment never announced")
+        return shm.RemoteBlock(key, nbytes, segment[0], self._released)
 
     @staticmethod
     def encode(buf):

@@ -47,10 +47,16 @@ def resolve_args(payload, deps, buffers):
         return (), {}
     args, kwargs = serialization.loads(from_payload(payload, buffers))
     if deps:
-        values = {d.object_id: serialization.loads(from_payload(d.value, buffers)) for d in deps}
-        args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
+        # Each place a ref is passed gets a value of its own, as Ray reads each argument: a
+        # torch tensor passed twice is two tensors (a numpy array, read-only, two views).
+        values = {d.object_id: d.value for d in deps}
+
+        def read(ref):
+            return serialization.loads(from_payload(values[ref.object_id], buffers))
+
+        args = tuple(read(a) if type(a) is ArgRef else a for a in args)
         if kwargs:
-            kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
+            kwargs = {k: read(v) if type(v) is ArgRef else v for k, v in kwargs.items()}
     return args, kwargs
 
 
