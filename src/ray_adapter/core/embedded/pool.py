@@ -371,7 +371,8 @@ class WorkerPool:
             flush_posted()  # what the exit path posted (a retried task...) goes out now
 
     def _reap(self, worker):
-        worker.kill_group() if worker.state is not WorkerState.RETIRED else None
+        if worker.state is not WorkerState.RETIRED:
+            worker.kill_group()
         try:
             worker.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
