@@ -11,7 +11,16 @@ writers belong to it, and executions are numbered in the order they are written.
 never held across a pipe read or write. An output pipe is read by one thread at a time, the one
 that marked it ``busy`` under ``_lock``; the others wait on ``_changed`` for what it receives, so
 every wait has an owner that wakes it, and a pipe's end (an actor died, the teardown) wakes all.
+
+Results nobody will read. A ``CompiledDAGRef`` dropped unread (its ``__del__``, in any thread, at
+any point: perhaps while that thread holds ``_lock``) only queues its output (:meth:`drop`, a
+deque append); the queue is applied under ``_lock`` by the next submission or read: a result
+already received is let go, one still to come is let go as it arrives, and an execution all of
+whose outputs were dropped gives its place back -- as Ray's does, so a loop that never reads its
+results keeps running: a submission that finds the graph full reads the oldest such
+execution's outputs first.
 """
+import collections
 import threading
 import time
 
@@ -57,6 +66,8 @@ class GraphChannels:
         self._changed = threading.Condition(self._lock)
         self._submitted = 0
         self._results = {}  # (execution, node index) -> [frame kind, value, gets left]
+        self._dropped = collections.deque()  # (execution, output position) dropped unread
+        self._discard = {}  # (execution, node index) -> its outputs dropped before it came
         self._failure = None  # what ends every execution not received: a core error or exception
         self._closed = False
 
@@ -104,24 +115,32 @@ class GraphChannels:
             pipe_dir.release()
 
     # -- executions --------------------------------------------------------------------------
-    def submit(self, args, kwargs):
+    def submit(self, args, kwargs, timeout=None):
         """Write one execution's input (never blocking: see ``pipes.FrameWriter``); returns its
-        number. Raises ``RayChannelError`` once the graph ended, ``RayCgraphCapacityExceeded``
-        with ``max_inflight`` executions not yet received, and what pickling the input
-        raises."""
+        number. With ``max_inflight`` executions not yet received, first reads those of the
+        oldest whose outputs were all dropped unread (waiting at most ``timeout`` seconds, None:
+        forever). Raises ``RayChannelError`` once the graph ended, ``RayCgraphCapacityExceeded``
+        with ``max_inflight`` executions not yet received that someone may still read,
+        ``RayChannelTimeoutError`` when reading a dropped one runs out of time, and what
+        pickling the input raises."""
         parts = pipes.encode((tuple(args), dict(kwargs)))
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._submit_lock:
             with self._lock:
-                if self._closed or self._failure is not None:
-                    raise RayChannelError("Channel closed.")
-                inflight = self._submitted - self._received()
-                if inflight >= self._max_inflight:
-                    raise RayCgraphCapacityExceeded(
-                        f"The compiled graph can't have more than {self._max_inflight} in-flight "
-                        f"executions, and you currently have {inflight} in-flight executions. "
-                        "Retrieve an output using ray.get before submitting more requests or "
-                        "increase `_max_inflight_executions`. "
-                        "`dag.experimental_compile(_max_inflight_executions=...)`")
+                self._apply_drops()
+                while True:
+                    if self._closed or self._failure is not None:
+                        raise RayChannelError("Channel closed.")
+                    inflight = self._submitted - self._received()
+                    if inflight < self._max_inflight:
+                        break
+                    if not self._release_oldest(deadline):
+                        raise RayCgraphCapacityExceeded(
+                            f"The compiled graph can't have more than {self._max_inflight} in-flight "
+                            f"executions, and you currently have {inflight} in-flight executions. "
+                            "Retrieve an output using ray.get before submitting more requests or "
+                            "increase `_max_inflight_executions`. "
+                            "`dag.experimental_compile(_max_inflight_executions=...)`")
                 index = self._submitted
                 self._submitted += 1  # a failed write below ends the graph: the number is spent
             try:
@@ -136,6 +155,40 @@ class GraphChannels:
         """How many executions all outputs came for (under ``_lock``)."""
         return min(pipe.received[tag] for tag, pipe in self._outputs.items())
 
+    def drop(self, execution, position):
+        """Output ``position`` of ``execution`` will never be read (its ref was dropped unread).
+        Any thread, at any point (a ``__del__``): only queued, applied under ``_lock``."""
+        self._dropped.append((execution, position))
+
+    def _apply_drops(self):
+        """Let go of the results dropped so far (under ``_lock``)."""
+        while self._dropped:
+            execution, position = self._dropped.popleft()
+            tag = self._graph.outputs[position]
+            key = (execution, tag)
+            entry = self._results.get(key)
+            if entry is not None:
+                entry[2] -= 1
+                if not entry[2]:
+                    del self._results[key]
+            elif self._outputs[tag].received[tag] <= execution:  # still to come
+                self._discard[key] = self._discard.get(key, 0) + 1
+
+    def _release_oldest(self, deadline):
+        """Under ``_lock``: when every output of the oldest execution not yet received was
+        dropped, read them (they are let go as they come) and return True; else False."""
+        oldest = self._received()
+        waiting = [tag for tag, pipe in self._outputs.items() if pipe.received[tag] <= oldest]
+        if any(self._discard.get((oldest, tag), 0) < self._wanted[tag] for tag in waiting):
+            return False
+        for tag in waiting:
+            failure = self._receive(tag, oldest, deadline, (
+                "Releasing native buffers corresponding to a stale CompiledDAGRef is taking a "
+                "long time. " + self._timeout_message))
+            if failure is not None:
+                raise failure
+        return True
+
     def result(self, execution, position, timeout):
         """The value of output ``position`` of ``execution``, waiting at most ``timeout``
         seconds (None: forever). Raises what the node raised (``RayTaskError``), the actor's
@@ -144,38 +197,10 @@ class GraphChannels:
         tag = self._graph.outputs[position]
         key = (execution, tag)
         deadline = None if timeout is None else time.monotonic() + timeout
-        pipe = self._outputs[tag]
-        last_try = False  # once the time is up, what the pipe already holds is still taken
         with self._lock:
-            while key not in self._results:
-                if self._failure is not None and pipe.received[tag] <= execution:
-                    failure = self._failure
-                    break
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    if last_try or pipe.busy:
-                        raise RayChannelTimeoutError(self._timeout_message)
-                    last_try, left = True, 0
-                if pipe.busy:
-                    self._changed.wait(left)
-                    continue
-                pipe.busy = True
-                self._lock.release()
-                try:
-                    frame = self._read(pipe, left)
-                finally:
-                    self._lock.acquire()
-                    pipe.busy = False
-                    if pipe.orphaned:
-                        pipe.reader.close()
-                    self._changed.notify_all()
-                if frame is not None:
-                    kind, node, value = frame
-                    number = pipe.received[node]
-                    pipe.received[node] = number + 1
-                    self._results[(number, node)] = [kind, value, self._wanted[node]]
-            else:
-                failure = None
+            self._apply_drops()
+            failure = self._receive(tag, execution, deadline, self._timeout_message)
+            if failure is None:
                 entry = self._results[key]
                 entry[2] -= 1
                 if not entry[2]:
@@ -186,6 +211,44 @@ class GraphChannels:
             with translated:
                 raise entry[1]
         return entry[1]
+
+    def _receive(self, tag, execution, deadline, timeout_message):
+        """Under ``_lock``: until output node ``tag``'s frame of ``execution`` came, read its
+        pipe (marking it busy, without ``_lock``) or wait for the thread reading it. Returns
+        None, or the failure that ended the graph first; raises ``RayChannelTimeoutError``
+        once ``deadline`` (monotonic seconds, None: never) passed."""
+        pipe = self._outputs[tag]
+        last_try = False  # once the time is up, what the pipe already holds is still taken
+        while pipe.received[tag] <= execution:
+            if self._failure is not None:
+                return self._failure
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                if last_try or pipe.busy:
+                    raise RayChannelTimeoutError(timeout_message)
+                last_try, left = True, 0
+            if pipe.busy:
+                self._changed.wait(left)
+                continue
+            pipe.busy = True
+            self._lock.release()
+            try:
+                frame = self._read(pipe, left)
+            finally:
+                self._lock.acquire()
+                pipe.busy = False
+                if pipe.orphaned:
+                    pipe.reader.close()
+                self._changed.notify_all()
+            if frame is not None:
+                kind, node, value = frame
+                number = pipe.received[node]
+                pipe.received[node] = number + 1
+                self._apply_drops()  # a ref dropped while the frame was read
+                wanted = self._wanted[node] - self._discard.pop((number, node), 0)
+                if wanted > 0:
+                    self._results[(number, node)] = [kind, value, wanted]
+        return None
 
     def _read(self, pipe, timeout):
         """The next frame of ``pipe`` as ``(kind, node, value)``; None when none came in

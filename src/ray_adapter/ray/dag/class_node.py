@@ -83,6 +83,10 @@ class ClassMethodNode(DAGNode):
             method = method.options(**self._bound_options)
         return method.remote(*args, **kwargs)
 
+    def get_method_name(self):
+        """The name of the actor method this node calls (mirrors Ray's)."""
+        return self._method_name
+
     def _label(self):
         return f"{self._method_name}()"
 

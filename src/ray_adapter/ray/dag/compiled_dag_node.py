@@ -80,7 +80,43 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
     outputs = root.get_args() if root._compile_role == "outputs" else [root]
     if any(getattr(out, "_compile_role", None) != "method" for out in outputs):
         raise AssertionError  # Ray's compiler asserts that every output is a task
+    _refuse_what_the_output_does_not_need(nodes, outputs)
     return CompiledDAG(root, enable_asyncio, max_inflight_executions, inputs=(direct, expected, keywords))
+
+
+def _refuse_what_the_output_does_not_need(needed, outputs):
+    """Ray's checks of the whole graph the output is part of (``needed``: the nodes the output
+    is computed from): an input attribute that no output needs, and a method node whose result
+    nobody takes (a *leaf*: what it raised would never reach the driver), are refused."""
+    graph, stack, seen = [], list(needed), set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        graph.append(node)
+        stack.extend(node._children())
+        stack.extend(getattr(node, "_downstream_nodes", ()))
+    keys = sorted({str(n.get_other_args_to_resolve()["key"]) for n in graph
+                   if n._compile_role == "input_attribute"})  # Ray's is a set: any order
+    used = {str(n.get_other_args_to_resolve()["key"]) for n in needed if n._compile_role == "input_attribute"}
+    unused = [key for key in keys if key not in used]
+    if unused:
+        raise ValueError(
+            "Compiled Graph expects input to be accessed using all of attributes "
+            f"{', '.join(keys)}, but "
+            f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} unused. "
+            "Ensure all input attributes are used and contribute to the computation of the "
+            "Compiled Graph output.")
+    output_ids = {id(node) for node in outputs}
+    leaves = [n for n in graph if n._compile_role == "method" and not n._downstream_nodes
+              and id(n) not in output_ids]
+    if leaves:
+        raise ValueError(
+            "Compiled DAG doesn't support leaf nodes, i.e., nodes that don't have downstream "
+            f"nodes and are not output nodes. There are {len(leaves)} leaf nodes in the DAG. "
+            f"Please add the outputs of {[n.get_method_name() for n in leaves]} to the the "
+            "MultiOutputNode.")
 
 
 def _refuse_nested_nodes(node):
@@ -183,7 +219,8 @@ class CompiledDAG:
         self._check_open()
         self._check_inputs(args, kwargs)
         if self._channels is not None:
-            index = self._channels.submit(args, kwargs)
+            limit = self._get_timeout
+            index = self._channels.submit(args, kwargs, None if limit is None or limit < 0 else limit)
             count = len(self._root.get_args()) if self._multi else 1
             result = [None] * count
         else:
@@ -285,6 +322,18 @@ class CompiledDAGRef:
         self._ref = None
         return value
 
+    def __del__(self):
+        if not self._ray_get_called:
+            _drop(self._dag, self._execution_index, self._channel_index)
+
+
+def _drop(dag, execution_index, channel_index):
+    """A result of ``dag`` dropped unread (a ref's ``__del__``): the graph lets it go, as Ray's
+    does (``_delete_execution_results``), so that its place can be taken again."""
+    channels = getattr(dag, "_channels", None)
+    if channels is not None and not dag.is_teardown:
+        channels.drop(execution_index, channel_index or 0)
+
 
 def _get_one(ref, timeout):
     """``ray.get(ref, timeout=timeout)`` of one execution's ObjectRef (``timeout``: seconds,
@@ -315,6 +364,10 @@ class CompiledDAGFuture:
             return asyncio.wrap_future(ref.future()).__await__()
         fetch = functools.partial(self._dag._fetch, self._execution_index, self._channel_index, None, None)
         return asyncio.get_running_loop().run_in_executor(None, fetch).__await__()
+
+    def __del__(self):
+        if not self._awaited:
+            _drop(self._dag, self._execution_index, self._channel_index)
 
 
 NOT_COMPILED = object()

@@ -59,6 +59,11 @@ class DAGNode:
         self._bound_options = dict(options or {})
         self._bound_other_args_to_resolve = dict(other_args_to_resolve or {})
         self._stable_uuid = uuid.uuid4().hex
+        # The nodes bound to this one's result, as Ray keeps them: the compiler checks the
+        # whole graph this node is part of, not only what its output needs.
+        self._downstream_nodes = []
+        for child in self._children():
+            child._downstream_nodes.append(self)
 
     # -- what was bound --------------------------------------------------------------------------
     def get_args(self):
