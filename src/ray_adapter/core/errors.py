@@ -270,6 +270,17 @@ class StoreFull(CoreError):
         self.reason = reason
 
 
+class Undeserializable(CoreError):
+    """A stored value could not be rebuilt where it was read (``ray.get``, a call's argument):
+    ``error`` is the exception its unpickling raised, ``traceback`` that exception's traceback
+    (text)."""
+
+    def __init__(self, error, traceback):
+        super().__init__(error, traceback)
+        self.error = error
+        self.traceback = traceback
+
+
 class Unserializable(CoreError):
     """A value could not be serialized: ``what`` says which (``"argument"``, ``"put value"``),
     ``error`` is the serializer's exception as text, ``value_repr`` the value's repr."""

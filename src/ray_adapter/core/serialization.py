@@ -263,6 +263,18 @@ def loads(serialized):
     return pickle.loads(serialized.data)
 
 
+def loads_value(serialized):
+    """:func:`loads` of a value a user reads (``ray.get``, a call's arguments): one that cannot
+    be rebuilt raises :class:`errors.Undeserializable` (Ray's ``RaySystemError``), with the
+    exception its unpickling raised and that exception's traceback."""
+    try:
+        return loads(serialized)
+    except Exception as exc:  # noqa: BLE001 - whatever a value's own reducer raises
+        import traceback
+
+        raise errors.Undeserializable(exc, traceback.format_exc()) from None
+
+
 _IMMUTABLE_TYPES = frozenset((type(None), bool, int, float, complex, str, bytes))
 
 

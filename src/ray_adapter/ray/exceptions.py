@@ -152,7 +152,8 @@ class RayActorError(RayError):
         self.error_msg = error_msg
         self._actor_init_failed = actor_init_failed
         self._preempted = preempted
-        super().__init__(error_msg)
+        # No Exception.__init__ call, as in Ray: ``args`` stay what the error was made with
+        # (an ActorDiedError's cause, the creation task's RayTaskError), pickled as such.
 
     @property
     def actor_init_failed(self):
@@ -176,6 +177,7 @@ class ActorDiedError(RayActorError):
         init_failed = False
         if isinstance(cause, RayTaskError):
             init_failed = True
+            actor_id = getattr(cause, "actor_id", None)
             msg = ("The actor died because of an error raised in its creation task, "
                    f"{cause}")
         elif isinstance(cause, str):

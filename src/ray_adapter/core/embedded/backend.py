@@ -343,10 +343,9 @@ class EmbeddedBackend(RuntimeCore):
             raise errors.GetTimeout(timeout)
         values = []
         for data, is_error in self.objects.collect(object_ids):
-            value = serialization.loads(data)
             if is_error:
-                raise value
-            values.append(value)
+                raise serialization.loads(data)
+            values.append(serialization.loads_value(data))
         return values
 
     def wait(self, object_ids, num_returns, timeout):
@@ -368,10 +367,9 @@ class EmbeddedBackend(RuntimeCore):
                 if not ok:
                     raise errors.NotInitialized("ray.shutdown() was called while this call was waiting")
                 (data, is_error), = self.objects.values([object_id])
-                value = serialization.loads(data)
                 if is_error:
-                    raise value
-                future.set_result(value)
+                    raise serialization.loads(data)
+                future.set_result(serialization.loads_value(data))
             except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
                 future.set_exception(exc)
 

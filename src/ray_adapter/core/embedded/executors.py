@@ -42,6 +42,20 @@ from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
+
+def _constructed_instance(exc, cls):
+    """The instance of ``cls`` whose ``__init__`` raised ``exc`` (from the traceback's frames),
+    or None (the class never loaded, the error came before ``__init__``)."""
+    tb = exc.__traceback__
+    while tb is not None and cls is not None:
+        frame = tb.tb_frame
+        candidate = frame.f_locals.get("self") if frame.f_code.co_name == "__init__" else None
+        if isinstance(candidate, cls):
+            return candidate
+        tb = tb.tb_next
+    return None
+
+
 class ActorHost:
     """One actor inside this worker (created by the reader on ``CreateActor``)."""
 
@@ -103,7 +117,13 @@ class ActorHost:
                     raise outcome.exc
                 self.instance = outcome
         except BaseException as exc:  # noqa: BLE001
-            _, results, bufs = pack_error(task_failure(exc, name, None))
+            # Ray's creation-task error names the actor and quotes the instance __init__ ran on.
+            if isinstance(exc, ArgumentFailed):
+                failure = argument_failure(exc.inner, name, w.actor_label)
+            else:
+                w.actor_label.instance = _constructed_instance(exc, self.actor_cls)
+                failure = task_failure(exc, name, w.actor_label)
+            _, results, bufs = pack_error(failure)
             w.post(protocol.ActorFailed(message.actor_id, results[0]), bufs)
             return
         finally:

@@ -39,24 +39,28 @@ class ArgumentFailed(Exception):
 
 def resolve_args(payload, deps, buffers):
     """The call's ``(args, kwargs)``, top-level ref arguments replaced by their values.
-    Raises :class:`ArgumentFailed` when one of them holds an error."""
+    Raises :class:`ArgumentFailed` when one of them holds an error or cannot be rebuilt
+    (then, as in Ray, a system error: :class:`errors.Undeserializable`)."""
     for dep in deps or ():
         if dep.failed:
             raise ArgumentFailed(serialization.loads(from_payload(dep.value, buffers)))
     if not deps and payload.data == _NO_ARGS_DATA:
         return (), {}
-    args, kwargs = serialization.loads(from_payload(payload, buffers))
-    if deps:
-        # Each place a ref is passed gets a value of its own, as Ray reads each argument: a
-        # torch tensor passed twice is two tensors (a numpy array, read-only, two views).
-        values = {d.object_id: d.value for d in deps}
+    try:
+        args, kwargs = serialization.loads_value(from_payload(payload, buffers))
+        if deps:
+            # Each place a ref is passed gets a value of its own, as Ray reads each argument:
+            # a torch tensor passed twice is two tensors (a numpy array, read-only, two views).
+            values = {d.object_id: d.value for d in deps}
 
-        def read(ref):
-            return serialization.loads(from_payload(values[ref.object_id], buffers))
+            def read(ref):
+                return serialization.loads_value(from_payload(values[ref.object_id], buffers))
 
-        args = tuple(read(a) if type(a) is ArgRef else a for a in args)
-        if kwargs:
-            kwargs = {k: read(v) if type(v) is ArgRef else v for k, v in kwargs.items()}
+            args = tuple(read(a) if type(a) is ArgRef else a for a in args)
+            if kwargs:
+                kwargs = {k: read(v) if type(v) is ArgRef else v for k, v in kwargs.items()}
+    except errors.Undeserializable as failed:
+        raise ArgumentFailed(failed) from None
     return args, kwargs
 
 

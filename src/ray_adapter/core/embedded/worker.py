@@ -36,7 +36,7 @@ from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocki
                                              write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, current_function
 from ray_adapter.core.embedded.worker_reading import ReadRole
-from ray_adapter.core.execution import (MAIN_MODULE_ENV, apply_env, exit_status,
+from ray_adapter.core.execution import (MAIN_MODULE_ENV, apply_env, argument_failure, exit_status,
                                         function_descriptor, restore_env, sync_torch_threads,
                                         task_failure, with_thread_default)
 from ray_adapter.core.process_tree import become_subreaper
@@ -395,6 +395,8 @@ class Worker:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).
             executors.end_process(exit_status(exc))
+        except results.ArgumentFailed as exc:  # an argument that cannot be rebuilt: as Ray, the
+            reply = results.pack_error(argument_failure(exc.inner, name))  # task fails, unretried
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
             retryable = results.should_retry(exc, message.retry_exceptions)
             reply = results.pack_error(task_failure(exc, name, None))

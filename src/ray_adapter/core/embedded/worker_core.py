@@ -152,7 +152,7 @@ class WorkerCore(RuntimeCore):
     def _values(message, buffers):
         if message.error is not None:
             raise serialization.loads(from_payload(message.error, buffers))
-        return [serialization.loads(from_payload(p, buffers)) for p in message.values]
+        return [serialization.loads_value(from_payload(p, buffers)) for p in message.values]
 
     def get(self, object_ids, timeout):
         message, buffers = self._call(lambda rid: (protocol.GetReq(rid, list(object_ids), timeout), ()))

@@ -57,21 +57,26 @@ def load_args(packed_args, dep_indexes, deps):
     """The call's ``(args, kwargs)``. ``packed_args`` is their Serialized form with
     :class:`ArgRef` placeholders at top level; ``deps`` are the Boxes yr resolved for those refs
     (args first, then kwargs, in order) and ``dep_indexes`` the element of a multi-return each
-    stands for. Returns ``(args, kwargs, failed_box)``."""
-    args, kwargs = _unpack_args(packed_args)
-    if not deps:
-        return args, kwargs, None
-    refs = [a for a in args if type(a) is ArgRef] + [v for v in kwargs.values() if type(v) is ArgRef]
-    values = {}
-    for ref, index, box in zip(refs, dep_indexes, deps):
-        if not box.ok:
-            return None, None, box
-        value = box.value if index is None else box.value[index]
-        if type(value) is Box:  # a return a failed generator did not give
-            return None, None, value
-        values[ref.object_id] = _unpack(value)
-    args = tuple(values[a.object_id] if type(a) is ArgRef else a for a in args)
-    kwargs = {k: values[v.object_id] if type(v) is ArgRef else v for k, v in kwargs.items()}
+    stands for. Returns ``(args, kwargs, failed_box)``: an argument that failed, or that cannot
+    be rebuilt (:class:`errors.Undeserializable`, as Ray's system error), fails the call. Each
+    place a ref is passed gets a value of its own, as Ray reads each argument."""
+    try:
+        args, kwargs = _unpack_args(packed_args)
+        if not deps:
+            return args, kwargs, None
+        refs = [a for a in args if type(a) is ArgRef] + [v for v in kwargs.values() if type(v) is ArgRef]
+        values = {}
+        for ref, index, box in zip(refs, dep_indexes, deps):
+            if not box.ok:
+                return None, None, box
+            value = box.value if index is None else box.value[index]
+            if type(value) is Box:  # a return a failed generator did not give
+                return None, None, value
+            values[ref.object_id] = value
+        args = tuple(_unpack(values[a.object_id]) if type(a) is ArgRef else a for a in args)
+        kwargs = {k: _unpack(values[v.object_id]) if type(v) is ArgRef else v for k, v in kwargs.items()}
+    except errors.Undeserializable as failed:
+        return None, None, Box(False, failed)
     return args, kwargs, None
 
 
@@ -107,12 +112,14 @@ def pack_args(args, kwargs):
 
 def _unpack_args(packed):
     if type(packed) is serialization.Serialized:
-        return serialization.loads(packed)
+        return serialization.loads_value(packed)
     return packed, {}
 
 
 def _unpack(packed):
-    return serialization.loads(packed) if type(packed) is serialization.Serialized else packed
+    """A value as a reader gets it; raises :class:`errors.Undeserializable` for one that cannot
+    be rebuilt."""
+    return serialization.loads_value(packed) if type(packed) is serialization.Serialized else packed
 
 
 unpack = _unpack

@@ -300,6 +300,11 @@ def from_core_error(err):
             created = from_core_error(err.creation_error)
             if isinstance(created, UnserializableException):
                 return created  # as Ray: the constructor's error, which could not be rebuilt
+            if isinstance(created, RayTaskError) and type(created) is not RayTaskError:
+                # Ray's ActorDiedError holds the creation task's error as a plain RayTaskError
+                created = RayTaskError(created.function_name, created.traceback_str, created.cause,
+                                       created.proctitle, created.pid, created.ip,
+                                       created.actor_repr, created.actor_id)
             exc = ActorDiedError(created)
         else:
             exc = ActorDiedError(actor_death_text(err))
@@ -356,6 +361,8 @@ def from_core_error(err):
         return ObjectFreedError(_hex(err.object_id))
     if isinstance(err, core_errors.NotInitialized):
         return RaySystemError(str(err))
+    if isinstance(err, core_errors.Undeserializable):
+        return RaySystemError(err.error, err.traceback)
     if isinstance(err, core_errors.EnvSetupFailed):
         from ray_adapter.ray.exceptions import RuntimeEnvSetupError
 
