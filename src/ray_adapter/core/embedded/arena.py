@@ -319,10 +319,10 @@ class WorkerCodec:
         self._released = released
 
     def segment(self, seg_id, fd, size):
-        old = self._segments.get(seg_id)
+        if seg_id in self._segments:  # announced once per channel: never again in practice;
+            os.close(fd)              # the first stays (blocks made from it may map it again)
+            return
         self._segments[seg_id] = (fd, size)
-        if old is not None:
-            os.close(old[0])
 
     def decode(self, key, nbytes):
         segment = self._segments.get(key[0])
