@@ -37,14 +37,7 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
     (``max_inflight_executions``: None, ``DAGContext``'s). Each node says what it is by its
     class's ``_compile_role`` (:class:`~.dag_node.DAGNode`), so this module needs none of the
     node modules."""
-    nodes, stack, seen = [], [root], set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        nodes.append(node)
-        stack.extend(node._children())
+    nodes = _reachable([root])
     for node in nodes:  # Ray marks the graph's input before checking the rest
         if node._compile_role == "input":
             earlier = node.__dict__.setdefault("_compiled_root", root)
@@ -84,19 +77,27 @@ def build_compiled_dag(root, enable_asyncio=False, max_inflight_executions=None)
     return CompiledDAG(root, enable_asyncio, max_inflight_executions, inputs=(direct, expected, keywords))
 
 
-def _refuse_what_the_output_does_not_need(needed, outputs):
-    """Ray's checks of the whole graph the output is part of (``needed``: the nodes the output
-    is computed from): an input attribute that no output needs, and a method node whose result
-    nobody takes (a *leaf*: what it raised would never reach the driver), are refused."""
-    graph, stack, seen = [], list(needed), set()
+def _reachable(starts, downstream=False):
+    """The nodes ``starts`` take, at any depth, each once (``downstream``: and the nodes that
+    take them: the whole graph they are part of)."""
+    found, stack, seen = [], list(starts), set()
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
-        graph.append(node)
+        found.append(node)
         stack.extend(node._children())
-        stack.extend(getattr(node, "_downstream_nodes", ()))
+        if downstream:
+            stack.extend(node._downstream_nodes)
+    return found
+
+
+def _refuse_what_the_output_does_not_need(needed, outputs):
+    """Ray's checks of the whole graph the output is part of (``needed``: the nodes the output
+    is computed from): an input attribute that no output needs, and a method node whose result
+    nobody takes (a *leaf*: what it raised would never reach the driver), are refused."""
+    graph = _reachable(needed, downstream=True)
     keys = sorted({str(n.get_other_args_to_resolve()["key"]) for n in graph
                    if n._compile_role == "input_attribute"})  # Ray's is a set: any order
     used = {str(n.get_other_args_to_resolve()["key"]) for n in needed if n._compile_role == "input_attribute"}
