@@ -537,3 +537,29 @@ def test_call_order_holds_per_caller_only(ray):
     assert ready == []
     ray.get(gate.release.remote())
     assert ray.get([held_back, behind], timeout=30) == ["slow", "mine"]
+
+
+def test_an_actor_class_that_names_itself_keeps_its_methods_in_workers(ray):
+    """A tree of actors: the class's own method creates another of it, and a task creates one.
+    Sent to a worker by value, the class is rebuilt while cloudpickle still fills it in; its
+    handles must still find the methods (Ray's do)."""
+    @ray.remote(num_cpus=0)
+    class Node:
+        def ping(self):
+            return "pong"
+
+        def spawn_child(self):
+            return Node.remote()
+
+        def child_ping(self):
+            return ray.get(Node.options(num_cpus=0).remote().ping.remote())
+
+    @ray.remote
+    def make_in_task():
+        return ray.get(Node.remote().ping.remote())
+
+    root = Node.remote()
+    assert ray.get(make_in_task.remote(), timeout=60) == "pong"
+    assert ray.get(root.child_ping.remote(), timeout=60) == "pong"
+    child = ray.get(root.spawn_child.remote(), timeout=60)
+    assert ray.get(child.ping.remote(), timeout=60) == "pong"

@@ -123,6 +123,20 @@ class ActorClass:
             _ray_generators=streaming, _ray_is_async=_options.is_async_class(user_cls))
         return self._with_options(dict(options or {}))
 
+    def _method_table(self):
+        """``{method name: options}``. Made again at the first use of a class object rebuilt
+        from a pickle: its class may still have been being unpickled then (a class that names
+        itself, ``Node.remote()`` in a method of ``Node``, sent to a worker by value, is rebuilt
+        from the empty skeleton cloudpickle fills after rebuilding what refers to it)."""
+        if self.__dict__.get("_ray_rebuilt"):
+            methods, streaming = _methods.method_table(self._ray_modified_class)
+            for method_options in methods.values():
+                _options.check("method", method_options)
+            self.__dict__.update(_ray_methods=methods, _ray_generators=streaming, _ray_rebuilt=False,
+                                 _ray_is_async=_options.is_async_class(self.__ray_actor_class__))
+            self.__ray_metadata__.method_meta = methods
+        return self._ray_methods
+
     def _with_options(self, options):
         """This class object with ``options`` instead of its own (same key and methods)."""
         clone = type(self).__new__(type(self))
@@ -199,6 +213,7 @@ _ActorOptionWrapper.__name__ = _ActorOptionWrapper.__qualname__ = "ActorOptionWr
 
 def _create(actor_class, args, kwargs):
     cls = actor_class.__ray_actor_class__
+    actor_class._method_table()
     _check_call(actor_class, cls, args, kwargs)
     core = _ensure_core()
     if core.backend_name != actor_class._ray_checked_backend:  # chosen by ray.init after decoration
@@ -230,7 +245,9 @@ def _create(actor_class, args, kwargs):
 
 
 def _rebuild_actor_class(cls, options, key):
-    return _make_actor_class(cls, options, key)
+    actor_class = _make_actor_class(cls, options, key)
+    actor_class.__dict__["_ray_rebuilt"] = True  # its method table is made again when first used
+    return actor_class
 
 
 #: The ActorClass(Cls) type of each modified class, made once.

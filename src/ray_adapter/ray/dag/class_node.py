@@ -29,7 +29,7 @@ class ClassNode(DAGNode):
             raise AttributeError(method_name)
         if method_name == "bind":
             raise AttributeError(f".bind() cannot be used again on {type(self)} ")
-        methods = self._body._ray_methods
+        methods = self._body._method_table()
         if method_name not in methods:
             raise AttributeError(f"'{type(self._body).__name__}' object has no attribute '{method_name}'")
         return _UnboundClassMethodNode(self, method_name, {})
