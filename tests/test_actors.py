@@ -563,3 +563,23 @@ def test_an_actor_class_that_names_itself_keeps_its_methods_in_workers(ray):
     assert ray.get(root.child_ping.remote(), timeout=60) == "pong"
     child = ray.get(root.spawn_child.remote(), timeout=60)
     assert ray.get(child.ping.remote(), timeout=60) == "pong"
+
+
+@pytest.mark.embedded_only("yr local mode runs tasks and actors as threads of the driver")
+def test_an_actor_never_starts_in_a_process_that_ran_tasks(ray):
+    """Ray never places an actor in a task's worker: what a task left in its process (an env
+    var, module state, a torch process group) is never an actor's."""
+    @ray.remote
+    def leave_state():
+        os.environ["RAY_ADAPTER_TEST_LEFT"] = "1"
+        return os.getpid()
+
+    @ray.remote
+    class Fresh:
+        def look(self):
+            return os.getpid(), os.environ.get("RAY_ADAPTER_TEST_LEFT")
+
+    task_pids = set(ray.get([leave_state.remote() for _ in range(4)]))
+    actors = [Fresh.remote() for _ in range(2)]
+    looks = ray.get([a.look.remote() for a in actors], timeout=60)
+    assert all(pid not in task_pids and left is None for pid, left in looks), (task_pids, looks)

@@ -194,7 +194,7 @@ class ActorManager:
             return
         try:
             worker = self._pool.take(grant.node, self._envs.spec_of(actor.options.runtime_env),
-                                     actor.options.owner_job)
+                                     actor.options.owner_job, fresh=True)
         except Exception as exc:  # no process could be started
             self._scheduler.release_and_start(grant)
             self.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED,

@@ -64,7 +64,7 @@ DepartedWorker = collections.namedtuple(
 
 
 class WorkerHandle:
-    __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "actor",
+    __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "ran_tasks", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
                  "followers", "booted", "boot_failure", "job_id", "namespace", "times",
                  "retired_for", "__weakref__")
@@ -77,6 +77,7 @@ class WorkerHandle:
         self.node = node
         self.state = WorkerState.IDLE
         self.task = None            # the running normal task's record
+        self.ran_tasks = False      # it was given a normal task (set by its taker): no actor's
         self.actor = None           # the hosted actor's record
         self.known_keys = set()     # functions/classes already registered with this worker
         self.calls = {}             # function key -> calls run (max_calls)
@@ -274,15 +275,20 @@ class WorkerPool:
             thread.start()
 
     # -- reuse -------------------------------------------------------------------------------
-    def take(self, node, spec=None, job=None):
+    def take(self, node, spec=None, job=None, fresh=False):
         """An idle worker of ``node`` started for ``spec`` (default: the runtime's job's) and
         ``job`` (as :meth:`spawn`: a worker serves one job, as Ray's do), or a new one; the
-        caller owns it until put back."""
+        caller owns it until put back. ``fresh``: one that never ran a task (an actor's, as
+        Ray never places an actor in a task's worker: what tasks left in a process -- its
+        environment, a torch process group, module state -- is never an actor's)."""
         spec = spec or self._default
         with self._lock:
             idle = self._idle.get((node.node_id, spec.key, job))
-            while idle:
-                worker = idle.pop()
+            for index in range(len(idle or ()) - 1, -1, -1):
+                worker = idle[index]
+                if fresh and worker.ran_tasks:
+                    continue
+                del idle[index]
                 if worker.alive:
                     worker.times[1] = worker.times[1] or time.time()
                     return worker

@@ -202,6 +202,7 @@ class TaskManager:
             self._finish_claimed(record, [error_data(errors.WorkerDied(
                 record.options.name, errors.WorkerDeath.SPAWN_FAILED, detail=repr(exc)))], True)
             return
+        worker.ran_tasks = True  # never an actor's process from now on (see WorkerPool.take)
         message, buffers = self._run_message(record, grant)
         with self._lock:
             cancelled = record.cancelled
