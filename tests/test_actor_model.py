@@ -638,3 +638,20 @@ def test_calls_held_by_the_window_fail_with_the_crash_as_in_ray(ray):
     assert outcomes[:10] == list(range(10))
     assert outcomes[10:] == ["unavailable"] * (3 * CALL_WINDOW - 10)
     assert when_restarted(ray, lambda: actor.inc.remote(-1)) == -1  # the restart serves new calls
+
+
+def test_exit_actor_outside_an_actor_raises_rays_type_error(ray):
+    from ray_adapter.ray.actor import exit_actor
+
+    @ray.remote
+    def in_a_task():
+        try:
+            exit_actor()
+        except TypeError as e:
+            return str(e)
+
+    words = ". Call this API inside an actor methodsif you'd like to exit the actor gracefully."
+    with pytest.raises(TypeError) as raised:
+        exit_actor()
+    assert str(raised.value) == "exit_actor API is called on a non-actor worker, 0" + words
+    assert ray.get(in_a_task.remote()) == "exit_actor API is called on a non-actor worker, 1" + words

@@ -119,5 +119,10 @@ def exit_actor():
     outside an actor."""
     ctx = context_if_started()
     if ctx is None or ctx.actor_id is None:
-        raise TypeError("exit_actor API is called on a non-actor worker.")
+        from ray_adapter.ray._private.global_worker import global_worker
+
+        # Ray's words, its missing space included
+        raise TypeError(f"exit_actor API is called on a non-actor worker, {global_worker.mode}. "
+                        "Call this API inside an actor methodsif you'd like to exit the actor "
+                        "gracefully.")
     _ensure_core().exit_current_actor()

@@ -147,8 +147,11 @@ class ObjectRefGenerator:
                     if not ready:
                         return ObjectRef.nil()
                 ref = core_worker.try_read_next_object_ref_stream(generator_ref)
-                if ref is None:
-                    ref = ObjectRef.nil()
+                if ref is None or ref.is_nil():
+                    # Another thread took the item this one waited for: as Ray's assertion,
+                    # never a nil ref (a get of which would wait for ever).
+                    raise AssertionError("an ObjectRefGenerator was read by several threads at "
+                                         "once; it is not thread-safe")
         except ObjectRefStreamEndOfStreamError:
             return self._end_of_stream(StopIteration, timeout)
         return ref
