@@ -655,3 +655,42 @@ def test_exit_actor_outside_an_actor_raises_rays_type_error(ray):
         exit_actor()
     assert str(raised.value) == "exit_actor API is called on a non-actor worker, 0" + words
     assert ray.get(in_a_task.remote()) == "exit_actor API is called on a non-actor worker, 1" + words
+
+
+_BLOCKING_GET_PROGRAM = """
+import ray
+ray.init(num_cpus=2)
+
+@ray.remote
+def one():
+    return 1
+
+@ray.remote
+class Async:
+    async def blocking(self):
+        return ray.get(one.remote()) + ray.get(one.remote())
+
+@ray.remote
+class Sync:
+    def blocking(self):
+        return ray.get(one.remote())
+
+a, s = Async.remote(), Sync.remote()
+print(ray.get([a.blocking.remote(), a.blocking.remote(), s.blocking.remote()]))
+ray.shutdown()
+"""
+
+
+def test_a_blocking_get_in_an_async_actor_warns_once_as_ray_does():
+    """Ray logs it once per process, from the async actor's worker (its output reaches the
+    driver's stderr); a sync actor's get, or the driver's, says nothing."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, RAY_BACKEND="yuanrong")
+    env.pop("RAY_ADAPTER_RUNTIME", None)
+    done = subprocess.run([sys.executable, "-c", _BLOCKING_GET_PROGRAM], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[2, 2, 1]", done.stderr
+    warning = "Using blocking ray.get inside async actor. This blocks the event loop."
+    assert done.stderr.count(warning) == 1, done.stderr

@@ -312,6 +312,8 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
             raise not_refs
         return values
     core = _ensure_core()  # before the timeout is checked, as Ray's auto-init
+    if _warn_blocking_get is not False:
+        _blocking_get_warning()
     if timeout is not None:
         int(timeout * 1000)  # as Ray converts it: "x" raises ValueError, [1] TypeError
     if timeout is not None and timeout < 0:
@@ -322,6 +324,26 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
     with translated:
         values = core.get([r._id for r in refs], timeout)
     return values[0] if single else values
+
+
+#: Whether this process may still have to warn that a blocking ``ray.get`` stalls an async
+#: actor's event loop (as Ray does, once per process): None until known, then False (warned,
+#: or not an async actor's process: a process hosts one actor at most, and none after it ran
+#: tasks, so what the first get finds stays true).
+_warn_blocking_get = None
+
+
+def _blocking_get_warning():
+    global _warn_blocking_get
+    ctx = context_if_started()
+    if ctx is None:
+        return
+    if ctx.actor_is_async and os.environ.get("RAY_WARN_BLOCKING_GET_INSIDE_ASYNC", "1").lower() not in (
+            "0", "false"):
+        logger.warning("Using blocking ray.get inside async actor. This blocks the event loop. "
+                       "Please use `await` on object ref with asyncio.gather if you want to "
+                       "yield execution to the event loop instead.")
+    _warn_blocking_get = False
 
 
 def put(value, *, _owner=None, _tensor_transport=None):
