@@ -9,7 +9,8 @@ script stamps ``time.perf_counter_ns()`` (CLOCK_MONOTONIC: one clock for every p
 the seams of each call: wrappers around the runtime's methods in the driver, and in the worker
 through ``worker_process_setup_hook``. It prints one JSON object: the median of each segment
 (microseconds) for tasks and for actor calls, the median total with the wrappers in place,
-and the machine's floors:
+the seams stamped in no cycle (``unstamped``: a seam the runtime no longer passes), and the
+machine's floors:
 
 - ``floor_pipe_rt``: a 60-byte ping-pong between two processes, back to back;
 - ``floor_pipe_rt_idle_200us``: the same when each side's CPU was idle for 200 us before the
@@ -121,6 +122,11 @@ def segments(driver, workers, cycles):
             bounds[name] = round(statistics.median((f["end"] - f["start"]) / 1000 for f in used), 1)
     out["total_with_stamps"] = round(statistics.median((e - s) / 1000 for s, e in cycles), 1)
     out["bounds"] = bounds
+    # Seams stamped in no cycle at all (a segment can be None while both its seams were
+    # stamped: on a loaded machine a woken process may run before its waker's stamp, so its
+    # stamp comes first in every cycle).
+    seen = {tag for f in found for tag in f}
+    out["unstamped"] = sorted({tag for _, a, b in _SEGMENTS for tag in (a, b)} - seen)
     return out
 
 
