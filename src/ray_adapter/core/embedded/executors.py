@@ -42,7 +42,6 @@ from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
-
 def _constructed_instance(exc, cls):
     """The instance of ``cls`` whose ``__init__`` raised ``exc`` (from the traceback's frames),
     or None (the class never loaded, the error came before ``__init__``)."""
