@@ -395,8 +395,9 @@ class Worker:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).
             executors.end_process(exit_status(exc))
-        except results.ArgumentFailed as exc:  # an argument that cannot be rebuilt: as Ray, the
-            reply = results.pack_error(argument_failure(exc.inner, name))  # task fails, unretried
+        except results.ArgumentFailed as exc:
+            # An argument that cannot be rebuilt: as in Ray, the task fails, not retried.
+            reply = results.pack_error(argument_failure(exc.inner, name))
         except BaseException as exc:  # noqa: BLE001 - everything a task raises goes to the caller
             retryable = results.should_retry(exc, message.retry_exceptions)
             reply = results.pack_error(task_failure(exc, name, None))
