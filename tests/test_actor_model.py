@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import when_restarted
+from conftest import run_code, when_restarted
 
 
 def _tag(label):
@@ -684,13 +684,7 @@ ray.shutdown()
 def test_a_blocking_get_in_an_async_actor_warns_once_as_ray_does():
     """Ray logs it once per process, from the async actor's worker (its output reaches the
     driver's stderr); a sync actor's get, or the driver's, says nothing."""
-    import subprocess
-    import sys
-
-    env = dict(os.environ, RAY_BACKEND="yuanrong")
-    env.pop("RAY_ADAPTER_RUNTIME", None)
-    done = subprocess.run([sys.executable, "-c", _BLOCKING_GET_PROGRAM], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = run_code(_BLOCKING_GET_PROGRAM, env={"RAY_ADAPTER_RUNTIME": "embedded"})
     assert done.returncode == 0 and done.stdout.strip() == "[2, 2, 1]", done.stderr
     warning = "Using blocking ray.get inside async actor. This blocks the event loop."
     assert done.stderr.count(warning) == 1, done.stderr
