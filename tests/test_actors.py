@@ -370,6 +370,77 @@ def test_exit_actor(ray):
 
 
 @pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there is no actor process whose exit can be observed')
+@pytest.mark.parametrize("kind", ["threaded", "async"])
+def test_exit_actor_in_a_concurrent_actor_lets_its_running_calls_finish(ray, tmp_path, kind):
+    """As Ray documents it: the calls running beside the exiting one finish and return their
+    values; a call that had not begun fails with ActorDiedError; the atexit handlers run after
+    the running calls ended, then the process exits (it used to end every call at once)."""
+    import asyncio
+
+    trail = str(tmp_path / "trail")
+
+    def note(text):
+        with open(trail, "a") as f:
+            f.write(text + "\n")
+
+    class Base:
+        def __init__(self):
+            import atexit
+
+            atexit.register(note, "atexit")
+
+        def pid(self):
+            return os.getpid()
+
+    if kind == "threaded":
+        @ray.remote(max_concurrency=2)
+        class Worker(Base):
+            def slow(self):
+                time.sleep(1.5)
+                note("slow")
+                return "slow done"
+
+            def leave(self):
+                time.sleep(0.3)
+                ray.actor.exit_actor()
+
+            def ping(self):
+                return "pong"
+    else:
+        @ray.remote(max_concurrency=2)
+        class Worker(Base):
+            async def slow(self):
+                await asyncio.sleep(1.5)
+                note("slow")
+                return "slow done"
+
+            async def leave(self):
+                await asyncio.sleep(0.3)
+                ray.actor.exit_actor()
+
+            async def ping(self):
+                return "pong"
+
+    w = Worker.remote()
+    pid = ray.get(w.pid.remote(), timeout=30)
+    slow, leave = w.slow.remote(), w.leave.remote()
+    waiting = w.ping.remote()  # both places are taken: it has not begun when the actor exits
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(leave, timeout=30)
+    assert ray.get(slow, timeout=30) == "slow done"
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(waiting, timeout=30)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(w.ping.remote(), timeout=30)
+    deadline = time.monotonic() + 30
+    while process_alive(pid):
+        assert time.monotonic() < deadline, "the actor's process did not exit after its calls"
+        time.sleep(0.02)
+    with open(trail) as f:
+        assert f.read().split() == ["slow", "atexit"]
+
+
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there is no actor process whose exit can be observed')
 def test_actor_ends_when_its_last_handle_goes(ray):
     import gc
 

@@ -270,7 +270,12 @@ class ActorManager:
             actor.worker = None
             actor.last_process = _PastProcess(worker.pid, worker.node)  # listed with its death
             grant, actor.grant = actor.grant, None
-            if actor.state is not ActorState.DEAD:
+            if actor.state is ActorState.DEAD:  # it drained (die_draining): what it left unanswered
+                fail = [(call, actor.death) for call in actor.inflight.values()]
+                actor.inflight.clear()
+                for call, _ in fail:
+                    self._calls.pop(call.task_id, None)
+            else:
                 inflight = list(actor.inflight.values())
                 actor.inflight.clear()
                 code = worker.proc.returncode
@@ -341,10 +346,12 @@ class ActorManager:
         return errors.ActorDied(actor.actor_id, errors.ActorDeath.SPAWN_FAILED, actor.options.class_name,
                                 detail="its new worker process ended at start")
 
-    def die(self, actor, death, extra_calls=(), retire=True):
+    def die(self, actor, death, extra_calls=(), retire=True, draining=False):
         """Mark ``actor`` dead with ``death``: its queued and in-flight calls fail with it, its
         name is freed, its resources return and its process (if any) is told to exit (unless
-        not ``retire``: it is exiting by itself)."""
+        not ``retire``: it is exiting by itself). ``draining``: its process is exiting by itself
+        after the calls it runs (:meth:`die_draining`): those stay in flight, answered by it or
+        failed when it exits, and its process and resources stay with it until then."""
         with self._lock:
             if actor.state is ActorState.DEAD:
                 return
@@ -359,13 +366,17 @@ class ActorManager:
             actor.death = death
             if o.name and self._names.get((o.namespace, o.name)) == actor.actor_id:
                 del self._names[(o.namespace, o.name)]
-            calls = list(extra_calls) + list(actor.inflight.values()) + list(actor.pending)
-            actor.inflight.clear()
+            calls = list(extra_calls) + ([] if draining else list(actor.inflight.values())) \
+                + list(actor.pending)
+            if not draining:
+                actor.inflight.clear()
             actor.pending.clear()
             for call in calls:
                 self._calls.pop(call.task_id, None)
-            worker, actor.worker = actor.worker, None
-            grant, actor.grant = actor.grant, None
+            worker = grant = None
+            if not draining:
+                worker, actor.worker = actor.worker, None
+                grant, actor.grant = actor.grant, None
             if worker is not None:
                 worker.actor = None
                 actor.last_process = _PastProcess(worker.pid, worker.node)
@@ -383,6 +394,15 @@ class ActorManager:
         if worker is not None and retire:
             self._pool.retire(worker, death)
         return worker
+
+    def die_draining(self, actor, death, exiting_task_id):
+        """A concurrent ``actor`` called ``exit_actor()`` in call ``exiting_task_id``: it is
+        dead (that call and the calls not yet sent fail with ``death``, as in Ray), while the
+        calls its process already runs go on: it answers them, then exits (those it had not
+        begun fail then, in :meth:`on_worker_exit`)."""
+        with self._lock:
+            exiting = actor.inflight.pop(exiting_task_id, None)
+        self.die(actor, death, () if exiting is None else (exiting,), retire=False, draining=True)
 
     def kill(self, actor_id, no_restart, death=None):
         """``ray.kill``: the actor's process is killed now; with ``no_restart`` the actor is

@@ -303,13 +303,17 @@ class EmbeddedBackend(RuntimeCore):
             self.tasks.on_done(worker, message, buffers)
 
     def _on_actor_exiting(self, worker, message, buffers):
-        """exit_actor() ran: the actor is dead now (calls not yet answered fail with that);
-        its process exits by itself."""
+        """exit_actor() ran: the actor is dead now; its process exits by itself. The calls not
+        yet answered fail with that, but in a concurrent actor (``draining``) those running
+        beside the exiting call are answered first."""
         worker.exit_intended = True
         actor = worker.actor
         if actor is not None and actor.actor_id == message.actor_id:
-            self.actors.die(actor, errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED,
-                                                    actor.options.class_name), retire=False)
+            death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
+            if message.draining:
+                self.actors.die_draining(actor, death, message.task_id)
+            else:
+                self.actors.die(actor, death, retire=False)
 
     def _on_worker_exit(self, worker):
         if not self._started:

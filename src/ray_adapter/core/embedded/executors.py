@@ -19,7 +19,9 @@ call sees ``is_canceled()`` turn true (a streaming call stops at its next item) 
 as cancelled. A call of an async actor is cancelled on its loop.
 
 ``sys.exit(0)`` and ``exit_actor()`` end the actor on purpose (no restart); any other
-``SystemExit`` ends the process like a crash, so the driver restarts the actor if it may.
+``SystemExit`` ends the process like a crash, so the driver restarts the actor if it may. In a
+concurrent actor the calls running beside the exiting one finish first, as in Ray; those that had
+not begun fail with ``ActorDiedError``.
 """
 import asyncio
 import inspect
@@ -73,6 +75,15 @@ class ActorHost:
         self.async_calls = {}  # task id -> concurrent future of a call on a group's loop
         self.running_async = set()  # ids of the calls on a loop whose method has begun
         self._pools = None
+        # A concurrent actor's calls run on several threads. When one calls exit_actor(), the
+        # calls running beside it finish first (as in Ray) and the last one to end takes the
+        # process down; calls that had not begun by then are answered ActorDiedError.
+        # ``_running`` and ``_exiting`` are guarded by ``_exit_lock`` (any call's thread; a
+        # leaf lock: nothing is sent under it).
+        self._exit_lock = threading.Lock()
+        self._running = 0
+        self._exiting = False
+        self._exit_call = None  # the call that asked to exit (set as it fails, read as it ends)
         sizes = dict(self.groups)
         if self.is_async:
             sizes[""] = limit or DEFAULT_ASYNC_CONCURRENCY
@@ -146,7 +157,7 @@ class ActorHost:
         elif self.loops is not None:
             group_loop = self.loops.get(message.group)
             if group_loop is None:
-                self._finish(message.task_id, pack_error(task_failure(
+                self._answer(message.task_id, pack_error(task_failure(
                     _unknown_group(message.group), message.name, self.worker.actor_label)), "pool")
                 return
             future = asyncio.run_coroutine_threadsafe(self._run_async(message, buffers, group_loop),
@@ -156,7 +167,7 @@ class ActorHost:
         else:
             pool = self._pools.get(message.group)
             if pool is None:
-                self._finish(message.task_id, pack_error(task_failure(
+                self._answer(message.task_id, pack_error(task_failure(
                     _unknown_group(message.group), message.name, self.worker.actor_label)), "pool")
                 return
             pool.submit(self._run_threaded, message, buffers)
@@ -173,7 +184,9 @@ class ActorHost:
         if task_id in self.cancel_flags:  # cancelled before it started
             self.cancel_flags.discard(task_id)
             self.budget.close(task_id)
-            self._finish(task_id, pack_error(errors.TaskCancelled(task_id)), where)
+            self._answer(task_id, pack_error(errors.TaskCancelled(task_id)), where)
+            return
+        if not self._begin(message, where):
             return
         token = current_call.set((task_id, name, w.actor_id))
         function_token = current_function.set(function_descriptor(self.actor_cls, message.method))
@@ -211,6 +224,8 @@ class ActorHost:
         task_id, name = message.task_id, message.name
         async with group_loop.limit:
             await group_loop.ready.wait()
+            if not self._begin(message, group_loop):
+                return
             token = current_call.set((task_id, name, self.worker.actor_id))
             function_token = current_function.set(function_descriptor(self.actor_cls, message.method))
             retryable = started = False
@@ -287,20 +302,56 @@ class ActorHost:
             # exit_actor() or sys.exit(0): the actor ends after this call, not restarted, and
             # the call itself reports the actor's death, as in Ray.
             w.exit_actor_after_call = True
+            self._exit_call = message.task_id
             return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
         if isinstance(exc, ArgumentFailed):  # as Ray: the call fails itself, in the actor
             return pack_error(argument_failure(exc.inner, message.name, w.actor_label)), False
         retryable = should_retry(exc, message.retry_exceptions)
         return pack_error(task_failure(exc, message.name, w.actor_label)), retryable
 
-    def _finish(self, task_id, reply, where="main", retryable=False):
-        """Answer call ``task_id``. Results are posted: the main thread flushes when idle, a
-        group's event loop (``where`` is its :class:`_GroupLoop`) once per turn (all calls that
-        finished in it go in one write), a pool thread at once."""
+    def _begin(self, message, where):
+        """A concurrent actor's call is about to begin on this thread: True, counted as running;
+        False once the actor is exiting: it is answered ``ActorDiedError`` instead, as Ray fails
+        the calls that had not begun when ``exit_actor()`` was called. (A sync actor's calls
+        run one after the other: none is waiting when it exits.)"""
+        if not self.concurrent:
+            return True
+        with self._exit_lock:
+            if not self._exiting:
+                self._running += 1
+                return True
         w = self.worker
-        if w.exit_actor_after_call:
-            w.exit_actor(task_id, reply)
-        w.send_done(task_id, reply, retryable)
+        self.budget.close(message.task_id)
+        self._answer(message.task_id, pack_error(errors.ActorDied(
+            w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), where)
+        return False
+
+    def _finish(self, task_id, reply, where="main", retryable=False):
+        """Call ``task_id``, begun (:meth:`_begin`), ended with ``reply``: answer it. After the
+        call that asked the actor to exit (``exit_actor()``, ``sys.exit(0)``) the driver is told
+        first; the process then ends once no call runs any more (at once in a sync actor)."""
+        w = self.worker
+        if not self.concurrent:
+            if w.exit_actor_after_call:
+                w.exit_actor(task_id, reply)  # does not return
+            self._answer(task_id, reply, where, retryable)
+            return
+        with self._exit_lock:
+            self._running -= 1
+            announce = task_id == self._exit_call and not self._exiting
+            self._exiting = self._exiting or announce
+            last = self._exiting and not self._running
+        if announce:  # before its answer: the driver sends nothing more and fails this call
+            w.post(protocol.ActorExiting(w.actor_id, draining=True, task_id=task_id))
+        self._answer(task_id, reply, where, retryable)
+        if last:
+            w.leave()
+
+    def _answer(self, task_id, reply, where="main", retryable=False):
+        """Send call ``task_id``'s ``reply``. Results are posted: the main thread flushes when
+        idle, a group's event loop (``where`` is its :class:`_GroupLoop`) once per turn (all
+        calls that finished in it go in one write), a pool thread at once."""
+        self.worker.send_done(task_id, reply, retryable)
         if isinstance(where, _GroupLoop):
             where.schedule_flush()
         elif where == "pool":

@@ -421,6 +421,11 @@ class Worker:
         call is sent here), answer the call, then leave."""
         self.post(protocol.ActorExiting(self.actor_id))
         self.send_done(task_id, reply)
+        self.leave()
+
+    def leave(self):
+        """End this actor's process gracefully (after ``exit_actor()``): what was posted goes
+        out, the ``atexit`` handlers run, then the process exits with 0. Does not return."""
         flush_posted()
         run_exit_handlers()
         executors.end_process(0)
