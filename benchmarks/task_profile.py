@@ -78,8 +78,10 @@ def main():
 
     out = {"floor_pipe_rt": pipe_rt(False), "floor_pipe_rt_2_hops": pipe_rt(True)}
     out["dumps_args"] = per_op_us(lambda: serialization.dumps(((), {})))
-    message = protocol.RunTask(b"t" * 24, b"k" * 16, to_payload(serialization.dumps(((), {})), []),
-                               [], 1, "noop", {}, {"CPU": 1.0}, [], b"")
+    message = protocol.RunTask(task_id=b"t" * 24, key=b"k" * 16,
+                               args=to_payload(serialization.dumps(((), {})), []), deps=[],
+                               num_returns=1, name="noop", env={}, resources={"CPU": 1.0},
+                               gpu_ids=[])
     body = protocol.encode(message)
     out["encode_run_task"] = per_op_us(lambda: protocol.encode(message))
     out["decode_run_task"] = per_op_us(lambda: protocol.worker_decoder.decode(body))

@@ -139,25 +139,49 @@ def _counted(method):
         setattr(channel.Channel, method, original)
 
 
+def _read_sizes():
+    """Record the size (bytes) of each socket read of the driver while the block runs
+    (yields the list)."""
+    from ray_adapter.core.embedded import channel
+
+    original = channel.Channel._recv_into
+    sizes = []
+
+    def recording(self, view):
+        n = original(self, view)
+        sizes.append(n)
+        return n
+
+    channel.Channel._recv_into = recording
+    try:
+        yield sizes
+    finally:
+        channel.Channel._recv_into = original
+
+
+_read_sizes = contextlib.contextmanager(_read_sizes)
+
+
 def test_results_of_a_burst_reach_the_driver_in_batches(ray):
     @ray.remote
     def noop():
         return None
 
     ray.get([noop.remote() for _ in range(100)])
-    # About one read per result with one task in flight per worker (0.5-0.6 before
-    # pipelining several); several results per read once workers run ahead of the driver.
-    # How far they run ahead depends on how the machine schedules the driver against its
-    # workers: a burst on a machine loaded by other suites read 0.4 once. Batching works
-    # when one of three bursts shows it; without it none does.
-    ratios = []
-    for _ in range(3):
-        with _counted("_recv_into") as reads:
-            assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
-        ratios.append(reads[0] / 2000)
-        if ratios[-1] <= 0.3:
-            break
-    assert min(ratios) <= 0.3, f"socket reads per result in three bursts of 2000: {ratios}"
+    with _read_sizes() as sizes:  # (the read under way as it starts is not recorded)
+        for _ in range(3):
+            assert ray.get(noop.remote(), timeout=30) is None
+    one_result = max(sizes)  # lone round trips: each result comes in a read of its own
+    # With one task in flight per worker, no read can carry more than a result or two (one
+    # per worker). Workers that run ahead of the driver leave several results in the socket
+    # for one read. How many per read on average depends on how the machine schedules the
+    # driver against its workers (0.13 to 0.66 reads per result were seen on loaded 2-core
+    # machines), so what is checked is that reads carrying many results happen at all.
+    with _read_sizes() as sizes:
+        assert ray.get([noop.remote() for _ in range(2000)], timeout=120) == [None] * 2000
+    batched = [n for n in sizes if n >= 4 * one_result]
+    assert batched, (f"no read of the 2000 results carried 4 or more ({one_result} bytes each; "
+                     f"largest read {max(sizes)} bytes, {len(sizes)} reads)")
 
 
 def test_a_queued_task_costs_the_garbage_collector_few_objects(ray_module):
