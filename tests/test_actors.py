@@ -440,6 +440,70 @@ def test_exit_actor_in_a_concurrent_actor_lets_its_running_calls_finish(ray, tmp
         assert f.read().split() == ["slow", "atexit"]
 
 
+@pytest.mark.embedded_only("yr local mode: exit_actor raises SystemExit in asyncio actors too")
+def test_exit_actor_in_an_asyncio_task_of_an_async_actor_ends_the_actor(ray):
+    """Ray raises AsyncioActorExit (an Exception) in an async actor: raised in an asyncio task
+    of the actor's (gather), a SystemExit stopped the actor's event loop and every later call
+    waited for ever. Caught by the method, the actor still ends (Ray's exit flag)."""
+    import asyncio
+
+    @ray.remote
+    class Service:
+        async def stop(self):
+            async def inner():
+                ray.actor.exit_actor()
+
+            await asyncio.gather(inner())
+
+        async def stop_caught(self):
+            try:
+                ray.actor.exit_actor()
+            except ray.exceptions.AsyncioActorExit as exc:
+                assert not isinstance(exc, SystemExit) and isinstance(exc, Exception)
+                return "caught"
+
+        async def ping(self):
+            return "pong"
+
+    for method in ("stop", "stop_caught"):
+        service = Service.remote()
+        assert ray.get(service.ping.remote(), timeout=30) == "pong"
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            ray.get(getattr(service, method).remote(), timeout=30)
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            ray.get(service.ping.remote(), timeout=30)
+
+
+@pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there is no actor process whose exit can be observed')
+def test_ray_kill_ends_an_actor_that_waits_for_its_running_calls_to_exit(ray):
+    @ray.remote(max_concurrency=2)
+    class Stuck:
+        def pid(self):
+            return os.getpid()
+
+        def forever(self):
+            while True:
+                time.sleep(0.05)
+
+        def leave(self):
+            ray.actor.exit_actor()
+
+    stuck = Stuck.remote()
+    pid = ray.get(stuck.pid.remote(), timeout=30)
+    running = stuck.forever.remote()
+    time.sleep(0.3)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(stuck.leave.remote(), timeout=30)
+    assert process_alive(pid)  # its running call never ends
+    ray.kill(stuck)  # used to do nothing: the actor was dead already
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(running, timeout=30)
+    deadline = time.monotonic() + 30
+    while process_alive(pid):
+        assert time.monotonic() < deadline, "ray.kill left the exiting actor's process running"
+        time.sleep(0.02)
+
+
 @pytest.mark.embedded_only('yr local mode runs tasks and actors as threads of the driver process: there is no actor process whose exit can be observed')
 def test_actor_ends_when_its_last_handle_goes(ray):
     import gc

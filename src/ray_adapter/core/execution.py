@@ -348,6 +348,7 @@ def _ray_terminate(self):
     from ray_adapter import core
 
     core.current().exit_current_actor()
+    raise SystemExit(0)  # (an asyncio actor's: raised in the call's own coroutine, not a task)
 
 
 #: Methods every actor has, as Ray adds them to the actor's class, unless the class defines them.

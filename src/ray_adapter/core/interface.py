@@ -286,8 +286,11 @@ class RuntimeCore(abc.ABC):
         """``[{"name": ..., "namespace": ...}]`` of live named actors."""
 
     @abc.abstractmethod
-    def exit_current_actor(self) -> None:
-        """Called inside an actor: end it without restart, after the current call."""
+    def exit_current_actor(self) -> bool:
+        """Called inside an actor: end it without restart, after the current call. Raises
+        ``SystemExit`` to unwind the call, or returns True in an asyncio actor, whose caller
+        unwinds it with an ``Exception`` (Ray's ``AsyncioActorExit``): a ``SystemExit`` raised
+        in an asyncio task would stop the actor's event loop. ``RuntimeError`` outside an actor."""
 
     # -- cluster state -----------------------------------------------------------------------
     @abc.abstractmethod

@@ -55,6 +55,13 @@ from ray_adapter.core.execution import ActorLabel, argument_failure
 UNAVAILABLE_AFTER_S = 2.0
 
 
+def _sigkill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def creation_task_id(actor_id):
     """The id of an actor's creation task, laid out as Ray's (``ffffffffffffffff`` + actor id)."""
     return b"\xff" * 8 + actor_id
@@ -410,19 +417,20 @@ class ActorManager:
         it has restarts left."""
         with self._lock:
             actor = self._actors.get(actor_id)
-            if actor is None or actor.state is ActorState.DEAD:
+            if actor is None:
                 return
             worker = actor.worker
+            if actor.state is ActorState.DEAD:
+                if worker is not None:  # it exits after its running calls: killed now instead
+                    _sigkill(worker.pid)
+                return
             if not no_restart:
                 actor.kill_restart = True
         if no_restart:
             self.die(actor, death or errors.ActorDied(actor_id, errors.ActorDeath.KILLED,
                                                       actor.options.class_name))
         if worker is not None:
-            try:
-                os.kill(worker.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _sigkill(worker.pid)
 
     def forget(self, actor):
         """Drop a dead actor from the table; its record stays listed (without its constructor's

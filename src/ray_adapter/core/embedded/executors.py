@@ -83,7 +83,6 @@ class ActorHost:
         self._exit_lock = threading.Lock()
         self._running = 0
         self._exiting = False
-        self._exit_call = None  # the call that asked to exit (set as it fails, read as it ends)
         sizes = dict(self.groups)
         if self.is_async:
             sizes[""] = limit or DEFAULT_ASYNC_CONCURRENCY
@@ -292,6 +291,8 @@ class ActorHost:
         w = self.worker
         if isinstance(exc, (Cancelled, asyncio.CancelledError)):
             return pack_error(errors.TaskCancelled(message.task_id)), False
+        if message.task_id == w.exit_call:  # exit_actor() (an asyncio actor's AsyncioActorExit)
+            return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
         if isinstance(exc, SystemExit):
             if not (w.exit_actor_after_call or intended_exit(exc)):
                 # sys.exit(1) and the like: the process dies as from a crash, unanswered; the
@@ -302,7 +303,7 @@ class ActorHost:
             # exit_actor() or sys.exit(0): the actor ends after this call, not restarted, and
             # the call itself reports the actor's death, as in Ray.
             w.exit_actor_after_call = True
-            self._exit_call = message.task_id
+            w.exit_call = message.task_id
             return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
         if isinstance(exc, ArgumentFailed):  # as Ray: the call fails itself, in the actor
             return pack_error(argument_failure(exc.inner, message.name, w.actor_label)), False
@@ -338,14 +339,14 @@ class ActorHost:
             return
         with self._exit_lock:
             self._running -= 1
-            announce = task_id == self._exit_call and not self._exiting
+            announce = task_id == w.exit_call and not self._exiting
             self._exiting = self._exiting or announce
             last = self._exiting and not self._running
         if announce:  # before its answer: the driver sends nothing more and fails this call
             w.post(protocol.ActorExiting(w.actor_id, draining=True, task_id=task_id))
         self._answer(task_id, reply, where, retryable)
-        if last:
-            w.leave()
+        if last:  # atexit handlers run where no event loop runs (asyncio.run works in them)
+            threading.Thread(target=w.leave, name="ray-adapter-actor-exit").start()
 
     def _answer(self, task_id, reply, where="main", retryable=False):
         """Send call ``task_id``'s ``reply``. Results are posted: the main thread flushes when

@@ -99,6 +99,7 @@ class Worker:
         self.actor_log_name = None      # repr(instance) when the actor's class defines __repr__
         self.restart_count = 0
         self.exit_actor_after_call = False  # set by the call asking to exit, read as it ends
+        self.exit_call = None           # that call's task id (the call the actor ends after)
         # -- the running task (main thread) ---------------------------------------------------
         self.assigned_resources = {}
         self.gpu_ids = []
@@ -317,6 +318,7 @@ class Worker:
                 self.run_task(message, buffers)
             elif message is _SETUP_HOOK:
                 self.run_setup_hook()
+
             elif kind is protocol.CallActor:
                 self.actor.run_call(message, buffers, in_main_thread=True)
             elif kind is protocol.CreateActor:

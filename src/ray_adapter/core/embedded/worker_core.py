@@ -399,9 +399,14 @@ class WorkerCore(RuntimeCore):
         return self._query(protocol.ListNamedActorsQuery, all_namespaces=all_namespaces)
 
     def exit_current_actor(self):
-        if current_call.get()[2] is None:
+        task_id, _, actor_id = current_call.get()
+        if actor_id is None:
             raise RuntimeError("exit_actor() is called outside an actor")
-        self._worker.exit_actor_after_call = True
+        w = self._worker
+        w.exit_actor_after_call = True
+        w.exit_call = task_id  # the actor ends after this call, even if its exception is caught
+        if w.actor is not None and w.actor.is_async:
+            return True  # unwound by an Exception: a SystemExit would end the asyncio loop
         raise SystemExit(0)
 
     def context(self):

@@ -125,4 +125,8 @@ def exit_actor():
         raise TypeError(f"exit_actor API is called on a non-actor worker, {global_worker.mode}. "
                         "Call this API inside an actor methodsif you'd like to exit the actor "
                         "gracefully.")
-    _ensure_core().exit_current_actor()
+    if _ensure_core().exit_current_actor():  # an asyncio actor, as in Ray
+        from ray_adapter.ray.exceptions import AsyncioActorExit
+
+        raise AsyncioActorExit()
+    raise SystemExit(0)
