@@ -117,6 +117,33 @@ def test_cancel_pending_running_and_force(ray, tmp_path):
 
 
 @pytest.mark.embedded_only('yr local mode cannot interrupt a running task (yr.cancel applies to queued stateless tasks only)')
+def test_a_cancel_raises_keyboard_interrupt_in_the_running_task(ray, tmp_path):
+    """Ray's ray.cancel: "When force=False, a KeyboardInterrupt is raised in Python": a task's
+    ``except KeyboardInterrupt`` cleanup runs (it used to get a private BaseException)."""
+    seen = tmp_path / "seen"
+
+    @ray.remote
+    def sleeper(path):
+        try:
+            open(path, "w").close()
+            time.sleep(30)
+        except KeyboardInterrupt:
+            with open(path, "w") as f:
+                f.write("interrupted")
+            raise
+
+    ref = sleeper.remote(str(seen))
+    deadline = time.monotonic() + 30
+    while not seen.exists():  # it runs
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    ray.cancel(ref)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(ref, timeout=20)
+    assert seen.read_text() == "interrupted"
+
+
+@pytest.mark.embedded_only('yr local mode cannot interrupt a running task (yr.cancel applies to queued stateless tasks only)')
 @pytest.mark.parametrize("recursive", [True, False])
 def test_cancel_recursive_cancels_the_tasks_the_task_submitted(ray, tmp_path, recursive):
     # Ray's default (recursive=True): the children a cancelled task submitted are cancelled

@@ -23,9 +23,10 @@ loads_plain = pickle.loads
 _RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
-class Cancelled(BaseException):
-    """Raised inside a running task by a non-force cancel (BaseException: user ``except
-    Exception`` blocks do not swallow it, as with Ray's KeyboardInterrupt-based cancel)."""
+class Cancelled(KeyboardInterrupt):
+    """Raised inside a running task by a non-force cancel: a ``KeyboardInterrupt``, as Ray's
+    ``ray.cancel`` documents (user ``except Exception`` blocks do not swallow it; ``except
+    KeyboardInterrupt`` cleanup runs)."""
 
 
 class ArgumentFailed(Exception):
