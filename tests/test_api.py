@@ -1010,3 +1010,53 @@ def test_ray_override_resources_sets_the_nodes_resources_as_in_ray():
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["4.0", "1.0", "2.0"]
     assert "Autoscaler is overriding your resource: foo: 1 with 2." in out.stderr
+
+
+def test_a_ray_error_stored_as_a_value_is_raised_by_get(ray):
+    """As Ray's get: a RayError read as a value (a task returned the RayTaskError it caught,
+    a RayError was put) is raised, a RayTaskError as an instance of its cause; by ray.get and
+    by the ref's future alike. Other exceptions stay values."""
+    @ray.remote
+    def child():
+        raise ValueError("child failed")
+
+    @ray.remote
+    def wrapper():
+        try:
+            ray.get(child.remote())
+        except Exception as e:  # noqa: BLE001 - returned, not raised
+            return e
+
+    ref = wrapper.remote()
+    with pytest.raises(ValueError, match="child failed") as info:
+        ray.get(ref, timeout=30)
+    assert isinstance(info.value, ray.exceptions.RayTaskError)
+    with pytest.raises(ValueError, match="child failed"):
+        ref.future().result(timeout=30)
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get([ray.put(1), ray.put(ray.exceptions.GetTimeoutError("stored"))], timeout=30)
+    assert isinstance(ray.get(ray.put(ValueError("plain")), timeout=30), ValueError)
+
+
+def test_task_options_ray_refuses_and_the_retries_default_from_the_environment(ray, monkeypatch):
+    """As Ray's option checks: object_store_memory is not a task option (it became a resource
+    demand no node had, and the task waited for ever), retry_exceptions names exception classes
+    (a bad list killed the worker when the task raised); RAY_TASK_MAX_RETRIES is the default
+    max_retries, read at each submission."""
+    with pytest.raises(ValueError, match="Setting 'object_store_memory' is not implemented for tasks"):
+        ray.remote(object_store_memory=10**12)(lambda: 1)
+    with pytest.raises(ValueError, match="retry_exceptions must be either a boolean or a list of exceptions"):
+        ray.remote(retry_exceptions=[1])(lambda: 1)
+
+    @ray.remote
+    def f():
+        return 1
+
+    with pytest.raises(ValueError, match="retry_exceptions must be"):
+        f.options(retry_exceptions=[KeyboardInterrupt])
+    monkeypatch.setenv("RAY_TASK_MAX_RETRIES", "0")
+    assert ray.get(f.remote(), timeout=30) == 1
+    assert f._core_options.max_retries == 0
+    monkeypatch.delenv("RAY_TASK_MAX_RETRIES")
+    assert ray.get(f.remote(), timeout=30) == 1
+    assert f._core_options.max_retries == 3

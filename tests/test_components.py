@@ -174,6 +174,7 @@ class FakeActorWorker:
     actor_id = b"a" * ids.ACTOR_ID_SIZE
     actor_label = None
     exit_actor_after_call = False
+    exit_call = None
 
     def __init__(self):
         self.done = []

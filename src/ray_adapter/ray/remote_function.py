@@ -101,6 +101,7 @@ class RemoteFunction:
             generators.validate_num_returns(self._is_generator, self._default_options.get("num_returns"), 5)
         self._key = _key or os.urandom(16)
         self._core_options = None
+        self._retries_env = None  # RAY_TASK_MAX_RETRIES when _core_options were made
         self._signature = None
         functools.update_wrapper(self, function, updated=())
 
@@ -142,7 +143,9 @@ class RemoteFunction:
         if core.backend_name != self._checked_backend:  # chosen by ray.init after decoration
             self._checked_backend = _options.check("task", self._default_options, core.backend_name, submitting=False)
         opts = self._core_options
-        if opts is None:
+        retries_env = os.environ.get("RAY_TASK_MAX_RETRIES")  # Ray reads it at each submission
+        if opts is None or retries_env != self._retries_env:
+            self._retries_env = retries_env
             opts = self._core_options = _options.task_options(
                 self._default_options, getattr(self._function, "__name__", "task"), self._is_generator,
                 getattr(self._function, "__qualname__", None))

@@ -76,6 +76,17 @@ class _Translated:
 translated = _Translated()
 
 
+def stored_error(value):
+    """What ``ray.get`` raises for ``value`` when the value itself is a Ray error (a task
+    returned the ``RayTaskError`` it caught, or a ``RayError`` was put), as Ray's get raises
+    any ``RayError`` it reads (a ``RayTaskError`` as an instance of its cause); else None."""
+    from ray_adapter.ray.exceptions import RayError, RayTaskError
+
+    if not isinstance(value, RayError):
+        return None
+    return value.as_instanceof_cause() if isinstance(value, RayTaskError) else value
+
+
 def ray_error(err):
     """The Ray exception for a core error (for code that must build it, not raise it)."""
     return from_core_error(err)

@@ -234,7 +234,10 @@ class ObjectRef:
                 return  # nothing to report
             exc = done.exception()
             try:
-                if exc is None:
+                raised = _core_access.stored_error(done.result()) if exc is None else None
+                if exc is None and raised is not None:
+                    outer.set_exception(raised)
+                elif exc is None:
                     outer.set_result(done.result())
                 else:
                     outer.set_exception(_core_access.ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)

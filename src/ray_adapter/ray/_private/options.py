@@ -98,6 +98,8 @@ def _check_all(owner, options, table, backend, submitting=True):
                 f"Invalid option keyword {key} for {_OWNER_LABEL[owner]}. Valid ones are "
                 f"{_valid_in_ray_order(owner, table)}.")
         _check_value(key, value)
+        if owner == "task":
+            _check_task_value(key, value)
         status = entry.status(backend)
         if status == "supported" or value is None or (key == "runtime_env" and not submitting):
             continue
@@ -239,6 +241,15 @@ def _check_value(key, value):
             raise TypeError(f"runtime_env['pip'] must be of type str or List[str], got {type(pip)}")
 
 
+def _check_task_value(key, value):
+    """Ray's checks of a remote function's own options (not an actor method's)."""
+    if key == "object_store_memory" and value is not None:
+        raise ValueError("Setting 'object_store_memory' is not implemented for tasks")
+    if key == "retry_exceptions" and isinstance(value, (list, tuple)) and not all(
+            isinstance(kind, type) and issubclass(kind, Exception) for kind in value):
+        raise ValueError("retry_exceptions must be either a boolean or a list of exceptions")
+
+
 _QUANTITIES = ("num_cpus", "num_gpus", "memory")
 
 
@@ -332,6 +343,8 @@ def task_options(options, function_name, is_generator=False, repr_name=None):
     if isinstance(retry, list):
         retry = tuple(retry)
     max_retries = options.get("max_retries")
+    if max_retries is None:  # Ray's default, read at each submission as Ray reads it
+        max_retries = int(os.environ.get("RAY_TASK_MAX_RETRIES", 3))
     from ray_adapter.ray._private.placement import static_placement
 
     resources = _resources(options, 1)
@@ -340,7 +353,7 @@ def task_options(options, function_name, is_generator=False, repr_name=None):
         num_returns=num_returns, generator=generator,
         generator_backpressure=-1 if backpressure is None else backpressure,
         resources=resources,
-        max_retries=3 if max_retries is None else max_retries,
+        max_retries=max_retries,
         max_calls=options.get("max_calls") or 0,
         retry_exceptions=retry,
         runtime_env=_task_env(options.get("runtime_env"), "task"),

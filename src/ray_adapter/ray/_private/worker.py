@@ -20,7 +20,7 @@ from ray_adapter.ray._private import local_clusters as _local_clusters
 from ray_adapter.ray._private import log_setup as _log_setup
 from ray_adapter.ray._private import options as _options
 from ray_adapter.ray._private import session as _session
-from ray_adapter.ray._private.core_access import context_if_started, ray_error, translated
+from ray_adapter.ray._private.core_access import context_if_started, ray_error, stored_error, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._private.global_worker import SCRIPT_MODE, WORKER_MODE, global_worker  # noqa: F401
 from ray_adapter.ray._private.session import RayContext, is_initialized, shutdown  # noqa: F401
@@ -323,6 +323,11 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
         raise ValueError(_UNKNOWN_OWNER_GET + "".join(f"{r.hex()}, " for r in stale) + "].")
     with translated:
         values = core.get([r._id for r in refs], timeout)
+    for value in values:
+        if isinstance(value, BaseException):  # (cheap test first: a value rarely is one)
+            raised = stored_error(value)
+            if raised is not None:
+                raise raised
     return values[0] if single else values
 
 
