@@ -688,3 +688,24 @@ def test_a_blocking_get_in_an_async_actor_warns_once_as_ray_does():
     assert done.returncode == 0 and done.stdout.strip() == "[2, 2, 1]", done.stderr
     warning = "Using blocking ray.get inside async actor. This blocks the event loop."
     assert done.stderr.count(warning) == 1, done.stderr
+
+
+def test_killing_a_handle_of_an_earlier_session_raises_as_in_ray(ray_module):
+    ray = ray_module
+    ray.init(num_cpus=1)
+
+    @ray.remote
+    class A:
+        def m(self):
+            return 1
+
+    old = A.remote()
+    assert ray.get(old.m.remote(), timeout=30) == 1
+    ray.shutdown()
+    ray.init(num_cpus=1)
+    with pytest.raises(ray.exceptions.ActorHandleNotFoundError,
+                       match="ActorHandle objects are not valid across Ray sessions"):
+        ray.kill(old)
+    fresh = A.remote()
+    ray.kill(fresh)  # a handle of this session: killed, no error
+    ray.shutdown()

@@ -378,9 +378,10 @@ class ActorHandle:
         # Core options per method name; not ActorMethod objects, which point back at the handle
         # (a cycle would keep the actor alive after `del handle` until a GC pass).
         self._ray_method_options = {}
+        self._ray_session = None  # the runtime the handle was made in (None: before any)
         if _core.is_started():
             # Ray ends a non-detached actor once no handle to it is left.
-            core = _core.current()
+            core = self._ray_session = _core.current()
             core.add_actor_handle(actor_id)
             weakref.finalize(self, _drop_handle, core, actor_id).atexit = False
 

@@ -477,6 +477,15 @@ def kill(actor, *, no_restart=True):
         raise ValueError("ray.kill() only supported for actors. For tasks, try ray.cancel(). "
                          f"Got: {type(actor)}.")
     core = _ensure_core()
+    if actor._ray_session is not None and actor._ray_session is not core:
+        from ray_adapter.ray.exceptions import ActorHandleNotFoundError
+
+        raise ActorHandleNotFoundError(
+            "ActorHandle objects are not valid across Ray sessions. The actor handle was "
+            f"created in job {actor._ray_actor_id[-4:].hex()}, but the current job is "
+            f"{core.context().job_id.hex()}. This typically happens when you try to use an "
+            "actor handle from a previous session after calling ray.shutdown() and ray.init(). "
+            "Please create a new actor handle in the current session.")
     with translated:
         core.kill_actor(actor._ray_actor_id, no_restart)
 
