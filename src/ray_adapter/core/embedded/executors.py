@@ -292,7 +292,7 @@ class ActorHost:
         if isinstance(exc, (Cancelled, asyncio.CancelledError)):
             return pack_error(errors.TaskCancelled(message.task_id)), False
         if message.task_id == w.exit_call:  # exit_actor() (an asyncio actor's AsyncioActorExit)
-            return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
+            return self._exited(), False
         if isinstance(exc, SystemExit):
             if not (w.exit_actor_after_call or intended_exit(exc)):
                 # sys.exit(1) and the like: the process dies as from a crash, unanswered; the
@@ -304,7 +304,7 @@ class ActorHost:
             # the call itself reports the actor's death, as in Ray.
             w.exit_actor_after_call = True
             w.exit_call = message.task_id
-            return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), False
+            return self._exited(), False
         if isinstance(exc, ArgumentFailed):  # as Ray: the call fails itself, in the actor
             return pack_error(argument_failure(exc.inner, message.name, w.actor_label)), False
         retryable = should_retry(exc, message.retry_exceptions)
@@ -321,11 +321,14 @@ class ActorHost:
             if not self._exiting:
                 self._running += 1
                 return True
-        w = self.worker
         self.budget.close(message.task_id)
-        self._answer(message.task_id, pack_error(errors.ActorDied(
-            w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name)), where)
+        self._answer(message.task_id, self._exited(), where)
         return False
+
+    def _exited(self):
+        """The reply of a call ended by the actor's own exit (``ActorDiedError``, EXITED)."""
+        w = self.worker
+        return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name))
 
     def _finish(self, task_id, reply, where="main", retryable=False):
         """Call ``task_id``, begun (:meth:`_begin`), ended with ``reply``: answer it. After the

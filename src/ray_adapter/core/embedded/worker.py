@@ -318,7 +318,6 @@ class Worker:
                 self.run_task(message, buffers)
             elif message is _SETUP_HOOK:
                 self.run_setup_hook()
-
             elif kind is protocol.CallActor:
                 self.actor.run_call(message, buffers, in_main_thread=True)
             elif kind is protocol.CreateActor:

@@ -234,11 +234,13 @@ class ObjectRef:
                 return  # nothing to report
             exc = done.exception()
             try:
-                raised = _core_access.stored_error(done.result()) if exc is None else None
-                if exc is None and raised is not None:
-                    outer.set_exception(raised)
-                elif exc is None:
-                    outer.set_result(done.result())
+                if exc is None:
+                    value = done.result()
+                    raised = _core_access.stored_error(value)
+                    if raised is None:
+                        outer.set_result(value)
+                    else:
+                        outer.set_exception(raised)
                 else:
                     outer.set_exception(_core_access.ray_error(exc) if isinstance(exc, _core.errors.CoreError) else exc)
             except concurrent.futures.InvalidStateError:  # cancelled just now
