@@ -68,6 +68,18 @@ def test_importing_ray_starts_nothing():
     assert result.stdout.split() == ["1", "False"]
 
 
+def test_importing_ray_loads_no_module_a_program_may_not_use():
+    # What `import ray` costs (issue 20: >= 15x faster than Ray's) is mostly the modules it
+    # loads: the event loop, the TOML matrix, the wire codecs and the runtime core's backends
+    # load at first use, not at import.
+    later = ["asyncio", "tomllib", "tomli", "msgspec", "cloudpickle", "json", "socket",
+             "pickle", "base64", "ray_adapter.core.embedded", "ray_adapter.core.yuanrong"]
+    code = f"import sys, ray; print([m for m in {later!r} if m in sys.modules])"
+    result = run_code(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_gap_submodule_raises_module_not_found_subclass_with_reason():
     code = textwrap.dedent("""
         try:

@@ -6,7 +6,6 @@ except ``env_vars``, merged per variable. Fields that decide how a worker *proce
 (:data:`PROCESS_FIELDS`) make up :func:`process_key`: workers are only reused for tasks and
 actors with the same key.
 """
-import json
 import os
 import sys
 
@@ -46,6 +45,7 @@ def process_key(env):
         del fields["py_executable"]  # the driver's interpreter: the default process
     if not fields:
         return None
+    import json  # lazy: keeps `import ray` fast
     return json.dumps(fields, sort_keys=True, default=str)
 
 

@@ -1,6 +1,5 @@
 """``ray.actor``: actor classes, handles and methods (mirrors Ray's ``ray.actor``)."""
 import os
-import pickle
 import weakref
 
 from ray_adapter import core as _core
@@ -371,6 +370,7 @@ class ActorHandle:
 
     def __init__(self, actor_id, meta):
         if isinstance(meta, bytes):  # serialized by the worker that created the actor
+            import pickle  # lazy: keeps `import ray` fast
             meta = pickle.loads(meta)
         self._ray_actor_id = actor_id
         self._ray_meta = meta

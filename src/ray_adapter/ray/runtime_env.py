@@ -6,7 +6,6 @@ given as ``None`` or empty. What each field does on each backend, and which are 
 the compat matrix (``options.toml``, the ``runtime_env`` entries); a gap field raises where the
 env is used (``ray.init``, ``.remote()``), naming the field.
 """
-import json
 
 from ray_adapter import gaps
 from ray_adapter.ray._private.runtime_env import validation
@@ -124,9 +123,11 @@ class RuntimeEnv(dict):
 
     @classmethod
     def deserialize(cls, serialized_runtime_env):
+        import json  # lazy: keeps `import ray` fast
         return cls(_validate=False, **json.loads(serialized_runtime_env))
 
     def serialize(self):
+        import json  # lazy: keeps `import ray` fast
         return json.dumps(type(self)(_validate=True, **self), sort_keys=True)
 
     def to_dict(self):

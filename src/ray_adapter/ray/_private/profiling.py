@@ -5,7 +5,6 @@ on which node and worker (``RuntimeCore.state("tasks")``); this turns those reco
 Chrome-tracing ``X`` events in Ray's shape (``cat`` ``task::<name>``, ``pid`` the node's IP,
 ``tid`` ``worker:<worker id>``, ``ts``/``dur`` in microseconds).
 """
-import json
 
 from ray_adapter.ray._private.core_access import core, started, translated
 
@@ -40,5 +39,6 @@ def timeline(filename=None):
     if filename is None:
         return events
     with open(filename, "w") as fh:
+        import json  # lazy: keeps `import ray` fast
         json.dump(events, fh)
     return None

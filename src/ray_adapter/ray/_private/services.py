@@ -1,6 +1,5 @@
 """``ray._private.services``: the one name workloads import from it, ``get_node_ip_address``; its other
 names launch or find Ray's own processes and are gaps (see the compat matrix)."""
-import socket
 import sys
 
 from ray_adapter import gaps
@@ -16,6 +15,8 @@ def get_node_ip_address(address="8.8.8.8:53"):
     if node is not None:
         return node.node_ip_address
     host, _, port = address.rpartition(":")
+    import socket  # lazy: keeps `import ray` fast
+
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, int(port)))

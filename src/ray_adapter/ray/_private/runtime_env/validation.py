@@ -15,8 +15,6 @@ Fields set to ``None`` are ignored everywhere, as in Ray. Which fields a backend
 the compat matrix's business (``options.toml``, checked before these run); remote package
 URIs (``s3://``, ``https://``, ...) and ``.whl`` modules raise the documented gap here.
 """
-import base64
-import json
 import os
 import types
 
@@ -189,6 +187,7 @@ def _export_setup_hook(env):
         if callable(hook):
             from ray_adapter.core import serialization
 
+            import base64  # lazy: keeps `import ray` fast
             blob = base64.b64encode(serialization.dumps_plain(hook)).decode("ascii")
             env_vars[SETUP_HOOK_ENV_VAR] = SETUP_HOOK_PICKLED + blob
             env["worker_process_setup_hook"] = getattr(hook, "__name__", "setup_hook")
@@ -207,6 +206,7 @@ def _injected_job_env(env):
     raw = os.environ.get(RAY_JOB_CONFIG_JSON_ENV_VAR)
     if not raw:
         return env
+    import json  # lazy: keeps `import ray` fast
     injected = dict(json.loads(raw).get("runtime_env") or {})
     if os.environ.get("RAY_OVERRIDE_JOB_RUNTIME_ENV") == "1":
         return merge(injected, env)
@@ -249,6 +249,8 @@ def for_job(runtime_env):
 def for_task(runtime_env):
     """The core's env for a task's or actor's ``runtime_env`` option (None when empty).
     Raises TypeError for a value JSON cannot hold (Ray serializes a task's env to JSON)."""
+    import json  # lazy: keeps `import ray` fast
+
     env = _clean(runtime_env)
     try:
         json.dumps(env)
