@@ -596,24 +596,30 @@ def test_unknown_actor_method_option_raises_type_error_at_remote(ray):
 
 
 @pytest.mark.embedded_only("yr-local runs actors as threads of the driver: no process exit")
-@pytest.mark.parametrize("how", ["exit_actor", "__ray_terminate__", "ray.kill"])
-def test_graceful_actor_exit_runs_atexit_handlers(ray, tmp_path, how):
-    # Ray 2.60 (Ray's test_actor.py::test_atexit_handler): an actor that leaves through
-    # exit_actor() or __ray_terminate__ runs the process's atexit handlers; ray.kill does not.
-    marker = tmp_path / "atexit.txt"
+@pytest.mark.parametrize("how", ["exit_actor", "__ray_terminate__", "out of scope", "ray.kill"])
+def test_graceful_actor_exit_runs_shutdown_hook_then_atexit_handlers(ray, tmp_path, how):
+    # Ray 2.60 (Ray's test_actor.py::test_atexit_handler, and its actor cleanup docs): an actor
+    # that leaves through exit_actor() or __ray_terminate__, or whose handles all went out of
+    # scope, calls its __ray_shutdown__ and then runs the process's atexit handlers (this
+    # order, which Ray 2.60 shows); ray.kill does neither.
+    marker = tmp_path / "ended.txt"
 
     @ray.remote
     class A:
         def __init__(self, path):
             import atexit
 
-            atexit.register(lambda: open(path, "w").write("hello"))
+            self.path = path
+            atexit.register(lambda: open(path, "a").write("atexit\n"))
 
         def ready(self):
             return True
 
         def leave(self):
             ray.actor.exit_actor()
+
+        def __ray_shutdown__(self):
+            open(self.path, "a").write("shutdown\n")
 
     a = A.remote(str(marker))
     assert ray.get(a.ready.remote())
@@ -623,6 +629,8 @@ def test_graceful_actor_exit_runs_atexit_handlers(ray, tmp_path, how):
         ray.wait([a.leave.remote()])
     elif how == "__ray_terminate__":
         ray.wait([a.__ray_terminate__.remote()])
+    elif how == "out of scope":
+        del a
     else:
         ray.kill(a)
     from ray_adapter.ray._private.test_utils import wait_for_pid_to_exit
@@ -631,7 +639,7 @@ def test_graceful_actor_exit_runs_atexit_handlers(ray, tmp_path, how):
     if how == "ray.kill":
         assert not marker.exists()
     else:
-        assert marker.read_text() == "hello"
+        assert marker.read_text().split() == ["shutdown", "atexit"]
 
 
 @pytest.mark.embedded_only("yr queues an actor's calls in arrival order across callers (matrix: "

@@ -356,6 +356,22 @@ BUILTIN_METHODS = {"__ray_ready__": _ray_ready, "__ray_call__": _ray_call,
                    "__ray_terminate__": _ray_terminate}
 
 
+def call_shutdown_hook(instance):
+    """An actor ends gracefully (out of scope, ``exit_actor()``, ``__ray_terminate__``): call
+    its ``__ray_shutdown__()`` if its class defines one (mirrors Ray's actor cleanup; not on
+    ``ray.kill`` nor ``ray.shutdown()``). As in Ray 2.60 it is called plainly, not awaited (an
+    ``async def`` one only makes a coroutine), and what it raises is reported on stderr
+    without stopping the exit."""
+    hook = getattr(instance, "__ray_shutdown__", None)
+    if hook is None or not callable(hook):
+        return
+    try:
+        hook()
+    except Exception:  # noqa: BLE001 - reported, and the actor leaves anyway
+        sys.stderr.write("Error during actor __ray_shutdown__ method\n")
+        traceback.print_exc()
+
+
 def actor_method(instance, name):
     """The bound method ``name`` of an actor instance (``__ray_ready__``, ``__ray_call__`` and
     ``__ray_terminate__`` exist on every actor); raises AttributeError as ``getattr`` does."""

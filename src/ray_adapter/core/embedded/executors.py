@@ -36,7 +36,7 @@ from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled, cancel
                                                 flush_std, from_generator_function, pack_error,
                                                 pack_results, resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call, current_function
-from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env,
+from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env, call_shutdown_hook,
                                         argument_failure, construct, construct_async, exit_status,
                                         function_descriptor, intended_exit, sync_torch_threads,
                                         task_failure, with_thread_default)
@@ -145,6 +145,12 @@ class ActorHost:
         for group_loop in (self.loops or {}).values():
             group_loop.loop.call_soon_threadsafe(group_loop.ready.set)
         w.post(protocol.ActorReady(message.actor_id))
+
+    def shut_down(self):
+        """The actor ends gracefully: its ``__ray_shutdown__`` runs (see
+        :func:`~ray_adapter.core.execution.call_shutdown_hook`)."""
+        call_shutdown_hook(self.instance)
+        flush_std()
 
     # -- calls -------------------------------------------------------------------------------
     def accept(self, message, buffers):

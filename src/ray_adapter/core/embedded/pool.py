@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 
-from ray_adapter.core import ids
+from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
@@ -316,12 +316,14 @@ class WorkerPool:
     def retire(self, worker, why):
         """Ask a worker to exit (its reader reaps it); ``why`` is kept for the State API:
         "idle", "job" (its job ended), "max_calls", or the death
-        (:class:`~ray_adapter.core.errors.ActorDied`) of the actor it hosted."""
+        (:class:`~ray_adapter.core.errors.ActorDied`) of the actor it hosted. An actor that went
+        out of scope ends gracefully, as in Ray (its ``__ray_shutdown__``, then ``atexit``)."""
         if worker.state is WorkerState.DEAD:
             return
         worker.retired_for = why if isinstance(why, str) else dict(why.facts(), actor_id=why.actor_id.hex())
         worker.state = WorkerState.RETIRED
-        worker.send(protocol.Exit())
+        graceful = isinstance(why, errors.ActorDied) and why.cause is errors.ActorDeath.OUT_OF_SCOPE
+        worker.send(protocol.Exit(graceful))
 
     def end_job(self, job):
         """Attached job ``job`` ended: its idle workers exit (a busy one when its work ends:

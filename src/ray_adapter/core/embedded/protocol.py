@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 13
+VERSION = 14
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -198,7 +198,11 @@ class StreamAck(_Msg):
 
 class Exit(_Msg):
     """To a worker: exit now. From an attached driver: it is detaching by choice
-    (``ray.shutdown()``, interpreter exit), so its job's actors die of an intended owner exit."""
+    (``ray.shutdown()``, interpreter exit), so its job's actors die of an intended owner exit.
+    ``graceful`` (to a worker whose actor went out of scope): the actor's ``__ray_shutdown__``
+    and the process's ``atexit`` handlers run first, as Ray ends such an actor."""
+
+    graceful: bool = False
 
 
 class Release(_Msg):

@@ -100,6 +100,7 @@ class Worker:
         self.restart_count = 0
         self.exit_actor_after_call = False  # set by the call asking to exit, read as it ends
         self.exit_call = None           # that call's task id (the call the actor ends after)
+        self.graceful_exit = False      # Exit(graceful): its actor went out of scope
         # -- the running task (main thread) ---------------------------------------------------
         self.assigned_resources = {}
         self.gpu_ids = []
@@ -182,6 +183,7 @@ class Worker:
         elif kind is protocol.Init:
             self.on_init(message)
         elif kind is protocol.Exit:
+            self.graceful_exit = message.graceful
             self.exec_queue.put(None)
             return False
         return True
@@ -425,9 +427,13 @@ class Worker:
         self.leave()
 
     def leave(self):
-        """End this actor's process gracefully (after ``exit_actor()``): what was posted goes
-        out, the ``atexit`` handlers run, then the process exits with 0. Does not return."""
+        """End this actor's process gracefully (after ``exit_actor()``, ``__ray_terminate__``,
+        or when it went out of scope): what was posted goes out, the actor's
+        ``__ray_shutdown__`` and then the ``atexit`` handlers run, and the process exits with 0.
+        Does not return."""
         flush_posted()
+        if self.actor is not None:
+            self.actor.shut_down()
         run_exit_handlers()
         executors.end_process(0)
 
@@ -468,6 +474,8 @@ def main(argv=None):
     import ray  # noqa: F401  - warm the proxy so the first task does not pay for it
 
     worker.run()
+    if worker.graceful_exit:
+        worker.leave()
     executors.end_process(0)
 
 

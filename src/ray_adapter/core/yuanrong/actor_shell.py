@@ -24,8 +24,8 @@ import threading
 import weakref
 
 from ray_adapter.core import errors
-from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failure, construct,
-                                        construct_async, exit_status, function_descriptor,
+from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failure, call_shutdown_hook,
+                                        construct, construct_async, exit_status, function_descriptor,
                                         intended_exit, task_failure, with_thread_default)
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
@@ -83,6 +83,7 @@ class ActorShell:
         self.instance = None
         self.loops = None  # async actor: concurrency group ("" the default) -> _GroupLoop
         self.exited = False
+        self._hooked = False  # its __ray_shutdown__ was called (shut_down)
         self.death = None
         self.restarts_left = max_restarts
         self.restart_count = 0
@@ -266,6 +267,7 @@ class ActorShell:
         """A method raised SystemExit: the actor ends on purpose, restarts or dies (crash)."""
         if self.exited or intended_exit(exc):
             self.exited = True  # exit_actor() or sys.exit(0): this call reports the death
+            self.shut_down()
             self._let_env_go()
             self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name)
             return Box(False, self.death)
@@ -282,6 +284,14 @@ class ActorShell:
         self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.CRASHED, self.class_name,
                                       exit_code=code)
         return Box(False, self.death)
+
+    def shut_down(self):
+        """The actor ends gracefully (``exit_actor()``, or out of scope: called by the backend
+        before it terminates the instance): its ``__ray_shutdown__`` runs, once."""
+        with self._build_lock:
+            instance, self._hooked = (None, True) if self._hooked else (self.instance, True)
+        if instance is not None:
+            call_shutdown_hook(instance)
 
     def ended_by_kill(self):
         """Local mode: this actor was killed (``ray.kill``, or out of scope): its env_vars go

@@ -336,7 +336,18 @@ class ActorTable:
                     actor.actor_id, errors.ActorDeath.OUT_OF_SCOPE, actor.info.class_name)):
                 return
         self._act_on_death(actor, every_call=False)
-        self._terminate(actor)
+        self._shut_down_then_terminate(actor)
+
+    def _shut_down_then_terminate(self, actor):
+        """An actor that went out of scope ends gracefully, as in Ray: its instance runs its
+        ``__ray_shutdown__`` first (a call of its shell), then the endings thread terminates
+        it. No thread waits for the hook: its call's completion queues the ending."""
+        try:
+            ref = actor.proxy.shut_down.invoke()
+        except Exception:  # noqa: BLE001 - already gone: nothing to run it in
+            self._terminate(actor)
+            return
+        completion_of(ref).add(lambda value, exc: self._endings.put(self._terminate, actor))
 
     def handle_escaped(self, actor_id):
         """A handle the table cannot see (unpacked in another process): kept for the session."""
