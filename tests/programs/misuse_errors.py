@@ -23,9 +23,27 @@ def show(label, call):
         print(f"{label}: returned {type(value).__name__}")
 
 
+def kind(label, call):
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - only the class is compared
+        print(f"{label}: {type(exc).__name__}")
+    else:
+        print(f"{label}: returned")
+
+
 @ray.remote
 def ident(x):
     return x
+
+
+def two_items():
+    yield 1
+    yield 2
+
+
+class Plain:
+    pass
 
 
 @ray.remote
@@ -84,6 +102,19 @@ show("actor name=''", lambda: Counter.options(name="").remote())
 show("task name=''", lambda: ray.get(ident.options(name="").remote(4)))
 show("max_calls=-1 in .options", lambda: ident.options(max_calls=-1).remote(1))
 show("max_calls=-1 in ray.remote", lambda: ray.remote(max_calls=-1)(lambda: 1))
+# values Ray takes (a bool is a number; any negative backpressure turns it off), types and
+# values it refuses when the function or class is decorated, and an empty namespace
+show("num_cpus=True", lambda: ray.get(ray.remote(num_cpus=True)(lambda: 1).remote()))
+show("backpressure -5", lambda: [ray.get(r) for r in ray.remote(
+    _generator_backpressure_num_objects=-5)(two_items).remote()])
+show("enable_task_events='x'", lambda: ray.remote(enable_task_events="x")(lambda: 1))
+show("_num_objects_per_yield=0", lambda: ray.remote(_num_objects_per_yield=0)(lambda: 1))
+show("max_concurrency=-1", lambda: ray.remote(max_concurrency=-1)(Plain))
+show("lifetime='forever' in ray.remote", lambda: ray.remote(lifetime="forever")(Plain))
+show("namespace=''", lambda: Counter.options(namespace="").remote())
+# (Ray's texts for these two are a failed comparison's: the class is what is compared)
+kind("resources={'x': '1'}", lambda: ray.remote(resources={"x": "1"})(lambda: 1))
+kind("num_returns='foo'", lambda: ray.remote(num_returns="foo")(lambda: 1))
 # an unknown option keyword: Ray lists the valid ones in its own order
 show("unknown task option", lambda: ray.remote(foo=1)(lambda: 1))
 show("unknown actor option", lambda: ray.remote(foo=1)(Counter))

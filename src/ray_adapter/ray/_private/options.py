@@ -166,12 +166,13 @@ _TYPES = {
     "_generator_backpressure_num_objects": (int, _NONE),
     "_actor_generator_backpressure_num_objects": (int, _NONE),
     "_num_objects_per_yield": (int, _NONE), "concurrency_group": (str, _NONE),
-    "retry_exceptions": (bool, list, tuple),
+    "retry_exceptions": (bool, list, tuple), "enable_task_events": (bool,),
 }
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """An amount as Ray takes one: an int or a float (a bool is an int: ``num_cpus=True`` is 1)."""
+    return isinstance(value, (int, float))
 
 
 def _check_type(key, value):
@@ -188,14 +189,19 @@ def _check_value(key, value):
     _check_type(key, value)
     if key == "num_returns":
         if isinstance(value, str) and value not in ("streaming", "dynamic"):
-            raise ValueError(_NUM_RETURNS_TEXT)
+            raise TypeError(_NUM_RETURNS_TEXT)  # Ray: a TypeError (its check compares it to 0)
         if isinstance(value, int) and value < 0:
             raise ValueError(_NUM_RETURNS_TEXT)
         return
     if key in ("_generator_backpressure_num_objects", "_actor_generator_backpressure_num_objects") \
-            and (value == 0 or value < -1):
+            and value == 0:  # (any negative value disables it, as in Ray)
         raise ValueError(f"{key}={value} is not allowed. Use a value > 0, or -1 to disable this "
                          "feature (1 behaves as a Python generator: one object per next()).")
+    if key == "_num_objects_per_yield" and value < 1:
+        raise ValueError("_num_objects_per_yield is a private streaming generator option that must "
+                         "be set to a positive integer.")
+    if key == "lifetime" and value not in ("detached", "non_detached"):
+        raise ValueError(LIFETIME_TEXT)
     if key == "concurrency_groups":
         check_concurrency_groups(value)
         return
@@ -209,7 +215,7 @@ def _check_value(key, value):
     if key == "max_calls" and value < 0:  # (an int by now: the type was checked)
         raise ValueError("The keyword 'max_calls' only accepts None, 0 or a positive integer.")
     if key == "max_concurrency" and (type(value) is not int or value < 0):
-        raise ValueError(f"The keyword 'max_concurrency' only accepts None or a positive integer, got {value!r}.")
+        raise ValueError("The keyword 'max_concurrency' only accepts None, 0 or a positive integer.")
     if key in ("name", "namespace") and not isinstance(value, str):
         raise TypeError(f"The keyword '{key}' only accepts a string, got {type(value).__name__}.")
     if key == "resources":
@@ -221,7 +227,10 @@ def _check_value(key, value):
                                  "'GPU' in 'resources' keyword")
             if isinstance(name, str) and _is_number(amount):
                 _check_quantity(name, amount)
-            if not isinstance(name, str) or not _is_number(amount) or amount < 0:
+            if not isinstance(name, str) or not _is_number(amount):  # Ray: a TypeError too
+                raise TypeError(f"Resources are named by strings and their quantities are numbers, "
+                                f"got {name!r}: {amount!r}.")
+            if amount < 0:
                 raise ValueError(f"Resource quantities must be non-negative numbers, got {name!r}: {amount!r}.")
     if key in _PLACEMENT_KEYS:
         from ray_adapter.ray._private import placement
@@ -265,6 +274,7 @@ def _check_quantity(name, amount):
 _PLACEMENT_KEYS = frozenset(("scheduling_strategy", "placement_group", "placement_group_bundle_index",
                              "placement_group_capture_child_tasks", "label_selector",
                              "accelerator_type"))
+LIFETIME_TEXT = "actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'."
 _NUM_RETURNS_TEXT = (
     "Default None. When None is passed, The default value is 1 for a task and actor task, and "
     "'streaming' for generator tasks and generator actor tasks. The keyword 'num_returns' only "
@@ -314,7 +324,7 @@ def _resources(options, default_cpus):
         from ray_adapter.ray._private.placement import accelerator_resources
 
         out.update(accelerator_resources(options["accelerator_type"]))
-    return {k: v for k, v in out.items() if v}
+    return {k: int(v) if isinstance(v, bool) else v for k, v in out.items() if v}
 
 
 #: ``num_returns`` of a generator call: items stream as they are yielded (Ray's default for a
@@ -366,15 +376,15 @@ def actor_options(options, cls, handle_meta, is_async):
     """:class:`ActorOptions` for an actor class's merged options."""
     lifetime = options.get("lifetime")
     if lifetime not in (None, "detached", "non_detached"):
-        raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
+        raise ValueError(LIFETIME_TEXT)
     name = options.get("name")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be None or a string, got: '{type(name)}'.")
     if name == "":
         raise ValueError("Actor name cannot be an empty string.")
     namespace = options.get("namespace")
-    if namespace is not None and (not isinstance(namespace, str) or not namespace):
-        raise ValueError("\"namespace\" must be None or a non-empty string.")
+    if namespace == "":  # (its type was checked with the other options')
+        raise ValueError('"" is not a valid namespace. Pass None to not specify a namespace.')
     if options.get("get_if_exists") and not name:
         raise ValueError("The actor name must be specified to use `get_if_exists`.")
     max_concurrency = options.get("max_concurrency")
