@@ -238,6 +238,24 @@ def test_kill_makes_calls_fail_with_actor_died(ray):
     assert "ray.kill" in str(info.value)
 
 
+
+def test_kill_without_no_restart_of_an_actor_with_no_restart_left_is_a_kill(ray, capfd):
+    # Ray 2.60: ray.kill(a, no_restart=False) on an actor with no restart left kills it; its
+    # death is the kill's (worded as its process's), not a crash, and no crash notice prints.
+    @ray.remote
+    class A:
+        def ping(self):
+            return 1
+
+    a = A.remote()
+    ray.get(a.ping.remote())
+    ray.kill(a, no_restart=False)
+    with pytest.raises(ray.exceptions.ActorDiedError) as info:
+        ray.get(a.ping.remote(), timeout=30)
+    assert ("Worker exit type: INTENDED_SYSTEM_EXIT Worker exit detail: Worker exits because the "
+            "actor is killed. The actor is dead because it was killed by `ray.kill`.") in str(info.value)
+    assert "died or was killed" not in capfd.readouterr().err
+
 @pytest.mark.embedded_only("yr local mode runs actors as threads of the driver process")
 def test_kill_ends_the_actor_process(ray):
     @ray.remote

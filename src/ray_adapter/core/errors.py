@@ -107,6 +107,11 @@ class ActorDeath(str, enum.Enum):
     ENV_SETUP_FAILED = "env_setup_failed"  # its runtime env could not start its process (detail)
 
 
+#: The ``detail`` of a KILLED :class:`ActorDied` whose process was killed and found no restart
+#: left (``ray.kill(no_restart=False)``): Ray words that death as its worker process's.
+KILLED_PROCESS = "its process was killed"
+
+
 class OwnerExit(typing.NamedTuple):
     """How the owner of an ``OWNER_DIED`` actor ended: its worker id (hex), its node's ip,
     and whether it exited by choice (False: it crashed or was killed)."""

@@ -323,6 +323,11 @@ class ActorManager:
                             self._calls.pop(call.task_id, None)
                             fail.append((call, unavailable))
                     fail.reverse()  # in submission order
+                elif actor.kill_restart:  # ray.kill(no_restart=False), no restart left: killed,
+                    killed = True         # as in Ray (not a crash: no notice)
+                    death = errors.ActorDied(actor.actor_id, errors.ActorDeath.KILLED,
+                                             actor.options.class_name, pid=worker.pid,
+                                             detail=errors.KILLED_PROCESS)
                 elif not worker.node.alive:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.NODE_DIED,
                                              actor.options.class_name, pid=worker.pid,

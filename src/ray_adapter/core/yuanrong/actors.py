@@ -274,7 +274,8 @@ class ActorTable:
         with self._lock:
             actor = self._actors.get(actor_id)
             if actor is None or not self._decide_death(actor, errors.ActorDied(
-                    actor_id, errors.ActorDeath.KILLED, actor.info.class_name)):
+                    actor_id, errors.ActorDeath.KILLED, actor.info.class_name,
+                    detail=None if no_restart else errors.KILLED_PROCESS)):
                 return
         self._act_on_death(actor, every_call=True)
         self._terminate(actor)

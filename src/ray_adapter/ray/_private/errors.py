@@ -125,6 +125,10 @@ def _death_reason(err):
         reason = (f"The actor is dead because its owner has died. Owner Id: {owner.worker_id} "
                   f"Owner Ip address: {owner.ip} Owner worker exit type: {exit_type} Worker exit "
                   "detail: Owner's worker process has crashed.")
+    elif err.cause is ActorDeath.KILLED and err.detail == core_errors.KILLED_PROCESS:
+        reason = ("The actor is dead because its worker process has died. Worker exit type: "
+                  "INTENDED_SYSTEM_EXIT Worker exit detail: Worker exits because the actor is "
+                  "killed. " + _ACTOR_DEATH_TEXT[ActorDeath.KILLED])
     elif err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED:
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
                   "INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement "
