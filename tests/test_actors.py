@@ -458,6 +458,49 @@ def test_exit_actor_in_a_concurrent_actor_lets_its_running_calls_finish(ray, tmp
         assert f.read().split() == ["slow", "atexit"]
 
 
+
+@pytest.mark.embedded_only("yr local mode frees the name at once: there is no actor process "
+                           "whose exit ends the drain (matrix: ray.actor.exit_actor)")
+def test_a_named_actor_keeps_its_name_until_its_running_calls_end(ray):
+    # Ray 2.60: while a threaded actor that called exit_actor() finishes its running calls,
+    # ray.get_actor still finds it (its calls fail) and its name cannot be taken; once its
+    # process has exited the name is free.
+    @ray.remote(max_concurrency=2)
+    class Drainer:
+        def slow(self):
+            time.sleep(1.5)
+            return "slow done"
+
+        def leave(self):
+            ray.actor.exit_actor()
+
+        def pid(self):
+            return os.getpid()
+
+    d = Drainer.options(name="drainer").remote()
+    pid = ray.get(d.pid.remote(), timeout=30)
+    slow = d.slow.remote()
+    time.sleep(0.3)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(d.leave.remote(), timeout=30)
+    found = ray.get_actor("drainer")
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(found.pid.remote(), timeout=30)
+    with pytest.raises(ValueError, match="already taken"):
+        Drainer.options(name="drainer").remote()
+    assert ray.get(slow, timeout=30) == "slow done"
+    deadline = time.monotonic() + 30
+    while True:  # (the runtime learns of the exit a moment after it: as in Ray, not at once)
+        try:
+            ray.get_actor("drainer")
+        except ValueError:
+            break
+        assert time.monotonic() < deadline, "the name was not freed after the actor's process exited"
+        time.sleep(0.02)
+    assert not process_alive(pid)
+    again = Drainer.options(name="drainer").remote()
+    assert ray.get(again.pid.remote(), timeout=30) != pid
+
 @pytest.mark.embedded_only("yr local mode: exit_actor raises SystemExit in asyncio actors too")
 def test_exit_actor_in_an_asyncio_task_of_an_async_actor_ends_the_actor(ray):
     """Ray raises AsyncioActorExit (an Exception) in an async actor: raised in an asyncio task

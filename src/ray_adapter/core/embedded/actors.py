@@ -278,6 +278,7 @@ class ActorManager:
             actor.last_process = _PastProcess(worker.pid, worker.node)  # listed with its death
             grant, actor.grant = actor.grant, None
             if actor.state is ActorState.DEAD:  # it drained (die_draining): what it left unanswered
+                self._free_name_locked(actor)
                 fail = [(call, actor.death) for call in actor.inflight.values()]
                 actor.inflight.clear()
                 for call, _ in fail:
@@ -376,8 +377,8 @@ class ActorManager:
                 if death.pid is None and alive_in is not None:
                     death.pid = alive_in.pid
             actor.death = death
-            if o.name and self._names.get((o.namespace, o.name)) == actor.actor_id:
-                del self._names[(o.namespace, o.name)]
+            if not draining:  # (a draining actor keeps its name until its process exits, as in Ray)
+                self._free_name_locked(actor)
             calls = list(extra_calls) + ([] if draining else list(actor.inflight.values())) \
                 + list(actor.pending)
             if not draining:
@@ -437,10 +438,17 @@ class ActorManager:
         if worker is not None:
             _sigkill(worker.pid)
 
+    def _free_name_locked(self, actor):
+        """(Under the lock.) The name of a dead ``actor`` is free again."""
+        o = actor.options
+        if o.name and self._names.get((o.namespace, o.name)) == actor.actor_id:
+            del self._names[(o.namespace, o.name)]
+
     def forget(self, actor):
         """Drop a dead actor from the table; its record stays listed (without its constructor's
         arguments and blobs) among the last :data:`DEPARTED_KEPT` departed ones."""
         with self._lock:
+            self._free_name_locked(actor)  # (one still draining: nobody can look it up any more)
             if self._actors.pop(actor.actor_id, None) is not None:
                 actor.args = actor.meta_blob = actor.env_blob = None
                 self._departed.append(actor)
