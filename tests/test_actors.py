@@ -661,8 +661,9 @@ def test_unknown_actor_method_option_raises_type_error_at_remote(ray):
 def test_graceful_actor_exit_runs_shutdown_hook_then_atexit_handlers(ray, tmp_path, how):
     # Ray 2.60 (Ray's test_actor.py::test_atexit_handler, and its actor cleanup docs): an actor
     # that leaves through exit_actor() or __ray_terminate__, or whose handles all went out of
-    # scope, calls its __ray_shutdown__ and then runs the process's atexit handlers (this
-    # order, which Ray 2.60 shows); ray.kill does neither.
+    # scope, calls its __ray_shutdown__ (which can still put and get), lets go of the instance
+    # (its __del__) and then runs the process's atexit handlers (this order, which Ray 2.60
+    # shows); ray.kill does none of them.
     marker = tmp_path / "ended.txt"
 
     @ray.remote
@@ -680,7 +681,10 @@ def test_graceful_actor_exit_runs_shutdown_hook_then_atexit_handlers(ray, tmp_pa
             ray.actor.exit_actor()
 
         def __ray_shutdown__(self):
-            open(self.path, "a").write("shutdown\n")
+            open(self.path, "a").write(f"shutdown{ray.get(ray.put(1))}\n")
+
+        def __del__(self):
+            open(self.path, "a").write("del\n")
 
     a = A.remote(str(marker))
     assert ray.get(a.ready.remote())
@@ -700,7 +704,79 @@ def test_graceful_actor_exit_runs_shutdown_hook_then_atexit_handlers(ray, tmp_pa
     if how == "ray.kill":
         assert not marker.exists()
     else:
-        assert marker.read_text().split() == ["shutdown", "atexit"]
+        assert marker.read_text().split() == ["shutdown1", "del", "atexit"]
+
+
+@pytest.mark.parametrize("how", ["exit_actor", "out of scope", "ray.kill"])
+def test_an_actor_made_by_an_actor_dies_with_it(ray, tmp_path, how):
+    # Ray 2.60: the actors a worker created (it owns them) die with its process, even while
+    # the driver holds a handle: ActorDiedError names the owner's end, and their own
+    # __ray_shutdown__ does not run (they were not ended gracefully).
+    marker = tmp_path / "owned.txt"
+
+    @ray.remote
+    class Owned:
+        def ping(self):
+            return "pong"
+
+        def __ray_shutdown__(self):
+            marker.write_text("hook")
+
+    @ray.remote
+    class Owner:
+        def __init__(self):
+            self.owned = Owned.remote()
+
+        def get_owned(self):
+            return [self.owned]
+
+        def leave(self):
+            ray.actor.exit_actor()
+
+    owner = Owner.remote()
+    [owned] = ray.get(owner.get_owned.remote())
+    assert ray.get(owned.ping.remote()) == "pong"
+    if how == "exit_actor":
+        ray.wait([owner.leave.remote()])
+    elif how == "ray.kill":
+        ray.kill(owner)
+    else:
+        del owner
+    deadline = time.monotonic() + 30
+    with pytest.raises(ray.exceptions.ActorDiedError) as info:
+        while time.monotonic() < deadline:
+            ray.get(owned.ping.remote(), timeout=30)
+            time.sleep(0.05)
+    exit_type = "INTENDED_USER_EXIT" if how == "exit_actor" else "INTENDED_SYSTEM_EXIT"
+    assert "The actor is dead because its owner has died." in str(info.value)
+    assert f"Owner worker exit type: {exit_type}" in str(info.value)
+    time.sleep(0.3)
+    assert not marker.exists()
+
+
+def test_a_decorated_class_del_runs_only_when_the_class_object_goes(ray):
+    # The class object is an instance of the user's class (Ray's ActorClass derives from it):
+    # Ray calls its __del__ when that object is collected, never at decoration nor for a copy
+    # that .options() makes.
+    import gc
+
+    calls = []
+
+    class Plain:
+        def __del__(self):
+            calls.append(type(self).__name__)
+
+        def ping(self):
+            return 1
+
+    decorated = ray.remote(Plain)
+    decorated.options(num_cpus=0)
+    gc.collect()
+    assert calls == []
+    assert ray.get(decorated.remote().ping.remote()) == 1
+    del decorated
+    gc.collect()
+    assert calls == ["ActorClass(Plain)"]
 
 
 @pytest.mark.embedded_only("yr queues an actor's calls in arrival order across callers (matrix: "

@@ -47,6 +47,10 @@ def adapter_stdout(path, runtime="embedded"):
 
 # What a program needs that yr's local mode (tasks and actors as threads of the driver) lacks.
 YR_LOCAL_SKIPS = {
+    "actor_cleanup": "follows an actor's process end (its atexit handlers; no __del__ after "
+                     "sys.exit() in its hook): in yr local mode actors are threads of the "
+                     "driver, whose atexit handlers run when the driver ends, and the instance "
+                     "is collected (matrix: ray.actor.ActorClass)",
     "compiled_graph_faults": "an actor of a compiled graph ends its process with os._exit: in yr "
                              "local mode actors are threads of the driver, so it would end the "
                              "program itself",

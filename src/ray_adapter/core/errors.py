@@ -114,11 +114,13 @@ KILLED_PROCESS = "its process was killed"
 
 class OwnerExit(typing.NamedTuple):
     """How the owner of an ``OWNER_DIED`` actor ended: its worker id (hex), its node's ip,
-    and whether it exited by choice (False: it crashed or was killed)."""
+    whether it exited by choice (False: it crashed), and ``by_runtime``: the runtime ended it
+    (its own actor was killed or went out of scope)."""
 
     worker_id: str
     ip: str
     intended: bool
+    by_runtime: bool = False
 
 
 class ActorDied(CoreError):

@@ -361,15 +361,19 @@ def call_shutdown_hook(instance):
     its ``__ray_shutdown__()`` if its class defines one (mirrors Ray's actor cleanup; not on
     ``ray.kill`` nor ``ray.shutdown()``). As in Ray 2.60 it is called plainly, not awaited (an
     ``async def`` one only makes a coroutine), and what it raises is reported on stderr
-    without stopping the exit."""
+    without stopping the exit. Returns False when the hook called ``sys.exit()`` (which ends
+    the hook only: the exit goes on), else True."""
     hook = getattr(instance, "__ray_shutdown__", None)
     if hook is None or not callable(hook):
-        return
+        return True
     try:
         hook()
+    except SystemExit:
+        return False
     except Exception:  # noqa: BLE001 - reported, and the actor leaves anyway
         sys.stderr.write("Error during actor __ray_shutdown__ method\n")
         traceback.print_exc()
+    return True
 
 
 def actor_method(instance, name):

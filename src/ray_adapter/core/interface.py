@@ -81,6 +81,9 @@ class ActorOptions:
     max_pending_calls: int = -1     # calls a caller may have unfinished at once; -1 = no limit
     generator_backpressure: int = -1  # unconsumed stream items of all its calls before they pause
     owner_job: Optional[bytes] = None  # the attached driver's job it ends with (None: the runtime's)
+    #: The worker process that created it (None: a driver): as Ray's owned actors, it dies
+    #: with that process, whoever else holds a handle to it.
+    owner_worker: Optional[bytes] = None
     #: What each of its method calls reports as required (the State API; not reserved): Ray's
     #: 1 CPU for an actor naming no resource, none for one that names any.
     method_resources: Dict[str, float] = field(default_factory=dict)

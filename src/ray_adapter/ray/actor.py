@@ -1,5 +1,6 @@
 """``ray.actor``: actor classes, handles and methods (mirrors Ray's ``ray.actor``)."""
 import os
+import sys
 import weakref
 
 from ray_adapter import core as _core
@@ -107,9 +108,18 @@ class ActorClass:
         derived = _DERIVED.get(modified_class)
         if derived is None:
             name = f"ActorClass({modified_class.__ray_actor_class__.__name__})"
-            derived = _DERIVED[modified_class] = type(
-                name, (cls, modified_class),
-                {"__module__": modified_class.__module__, "__qualname__": name, "__doc__": None})
+            namespace = {"__module__": modified_class.__module__, "__qualname__": name, "__doc__": None}
+            user_del = getattr(modified_class, "__del__", None)
+            if user_del is not None:
+                # The class object is an instance of the user's class, as in Ray, so its
+                # ``__del__`` runs when the decorated class object is collected -- and only then:
+                # not for this method's first draft nor for the copies ``.options()`` makes.
+                def __del__(self, _user_del=user_del, _finalizing=sys.is_finalizing):
+                    # (Ray's class object outlives the interpreter's teardown: not called then.)
+                    if self.__dict__.get("_ray_primary") and not _finalizing():
+                        _user_del(self)
+                namespace["__del__"] = __del__
+            derived = _DERIVED[modified_class] = type(name, (cls, modified_class), namespace)
         self = derived.__new__(derived)
         user_cls = modified_class.__ray_actor_class__
         methods, streaming = _methods.method_table(modified_class)
@@ -120,7 +130,9 @@ class ActorClass:
             _default_options={}, _ray_key=key or os.urandom(16), _ray_methods=methods,
             _ray_modified_class=modified_class,
             _ray_generators=streaming, _ray_is_async=_options.is_async_class(user_cls))
-        return self._with_options(dict(options or {}))
+        actor_class = self._with_options(dict(options or {}))
+        actor_class.__dict__["_ray_primary"] = True
+        return actor_class
 
     def _method_table(self):
         """``{method name: options}``. Made again at the first use of a class object rebuilt
@@ -140,6 +152,7 @@ class ActorClass:
         """This class object with ``options`` instead of its own (same key and methods)."""
         clone = type(self).__new__(type(self))
         state = dict(self.__dict__)
+        state.pop("_ray_primary", None)
         groups = dict(options.get("concurrency_groups") or {})
         user_cls = self.__ray_actor_class__
         _methods.check_groups(user_cls.__name__, state["_ray_methods"], groups)

@@ -471,6 +471,32 @@ class ActorManager:
             self.kill(actor.actor_id, True, errors.ActorDied(
                 actor.actor_id, errors.ActorDeath.OWNER_DIED, actor.options.class_name, owner=owner))
 
+    def end_owned(self, worker, ip):
+        """Worker process ``worker`` (not a driver) ended: the non-detached actors it created
+        die with it (``OWNER_DIED``), their processes killed without their
+        ``__ray_shutdown__``, as Ray ends the actors a dead worker owned -- even those other
+        processes still hold handles to. Call before ``on_worker_exit`` reads its actor's death:
+        a kill or an out-of-scope end is the runtime's (Ray's INTENDED_SYSTEM_EXIT). A task
+        worker the pool retired for idleness is not an owner's end: Ray keeps a worker that
+        owns something alive; here what it created lives on, held by its other handles."""
+        if worker.retired_for == "idle":
+            return
+        with self._lock:
+            owned = [a for a in self._actors.values()
+                     if a.options.owner_worker == worker.worker_id and not a.options.detached
+                     and a.state is not ActorState.DEAD]
+            hosted = worker.actor
+            ended = (hosted is not None and hosted.state is ActorState.DEAD
+                     and hosted.death.cause is not errors.ActorDeath.EXITED)
+        if not owned:
+            return
+        by_runtime = ended or worker.retired_for is not None
+        owner = errors.OwnerExit(worker.worker_id.hex(), ip, worker.exit_intended or by_runtime,
+                                 by_runtime and not worker.exit_intended)
+        for actor in owned:
+            self.kill(actor.actor_id, True, errors.ActorDied(
+                actor.actor_id, errors.ActorDeath.OWNER_DIED, actor.options.class_name, owner=owner))
+
     # -- lookups -----------------------------------------------------------------------------
     def get(self, actor_id):
         return self._actors.get(actor_id)

@@ -322,6 +322,8 @@ class EmbeddedBackend(RuntimeCore):
             # Its job ends first: its actors die because their owner did (OWNER_DIED, as in Ray),
             # not because its handles to them went out of scope a moment before.
             self.drivers.on_exit(worker)
+        else:
+            self.actors.end_owned(worker, self.head_ip)  # what it created dies with it
         self.tasks.on_worker_exit(worker)
         self.actors.on_worker_exit(worker)
         self.actors.scope.worker_gone(worker)

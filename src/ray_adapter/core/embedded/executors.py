@@ -24,6 +24,7 @@ concurrent actor the calls running beside the exiting one finish first, as in Ra
 not begun fail with ``ActorDiedError``.
 """
 import asyncio
+import gc
 import inspect
 import os
 import pickle
@@ -148,8 +149,15 @@ class ActorHost:
 
     def shut_down(self):
         """The actor ends gracefully: its ``__ray_shutdown__`` runs (see
-        :func:`~ray_adapter.core.execution.call_shutdown_hook`)."""
-        call_shutdown_hook(self.instance)
+        :func:`~ray_adapter.core.execution.call_shutdown_hook`), then the instance is let go
+        of, so its ``__del__`` runs next, as in Ray (before the process's ``atexit``
+        handlers). A ``SystemExit`` raised in the hook ends the hook and skips ``__del__``
+        (the ``atexit`` handlers still run), as Ray's worker then exits through Python's."""
+        if not call_shutdown_hook(self.instance):
+            flush_std()
+            return
+        self.instance = self.worker.actor_label.instance = None
+        gc.collect()  # an instance in a reference cycle too
         flush_std()
 
     # -- calls -------------------------------------------------------------------------------
@@ -215,6 +223,7 @@ class ActorHost:
             current_call.reset(token)
             if message.streaming:
                 self.budget.close(task_id)
+        method = None  # (bound to the instance: an actor that exits now lets go of it)
         if task_id in self.cancel_flags:  # cancelled while it ran: reported so, as in Ray
             self.cancel_flags.discard(task_id)
             reply, retryable = pack_error(errors.TaskCancelled(task_id)), False

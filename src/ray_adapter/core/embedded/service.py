@@ -97,7 +97,7 @@ class DriverService:
             handle_meta=SerializedMeta(o.handle_meta), concurrency_groups=o.concurrency_groups,
             max_pending_calls=o.max_pending_calls, generator_backpressure=o.generator_backpressure,
             method_resources=dict(o.method_resources),
-            owner_job=worker.job_id)
+            owner_job=worker.job_id, owner_worker=None if is_driver(worker) else worker.worker_id)
         if options.namespace is None:
             options.namespace = worker.namespace
         self._answer(worker, message.req_id, self.rt.create_serialized, message.key, args,

@@ -185,7 +185,9 @@ class Worker:
         elif kind is protocol.Exit:
             self.graceful_exit = message.graceful
             self.exec_queue.put(None)
-            return False
+            # A graceful end runs the actor's __ray_shutdown__, which may put, get or call:
+            # the helper goes on reading their replies until the process leaves.
+            return message.graceful
         return True
 
     def receive(self):

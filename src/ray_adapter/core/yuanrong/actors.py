@@ -31,7 +31,8 @@ class _Actor:
     table's lock, then its yr instance outside it (``created`` is set once ``proxy`` is)."""
 
     __slots__ = ("actor_id", "proxy", "info", "handles", "escaped", "dead", "death", "detached",
-                 "resources", "call", "created", "options", "unfinished", "arg_holds", "times")
+                 "resources", "call", "created", "options", "unfinished", "arg_holds", "times",
+                 "owner")
 
     def __init__(self, actor_id, proxy, info, detached, resources=None, options=None):
         self.resources = dict(resources or {})
@@ -49,6 +50,7 @@ class _Actor:
         self.death = None
         self.detached = detached
         self.arg_holds = None  # what its packed constructor arguments hold, until it is dead
+        self.owner = None      # the id of the actor that created it (None: the driver or a task)
         # [registered, alive (the adapter sees it so once created), dead, last change]: seconds
         now = time.time()
         self.times = [now, now, None, now]
@@ -99,6 +101,7 @@ class ActorTable:
         actor_id = self._ids.actor()
         info = ActorInfo(actor_id, options.name, namespace, options.class_name, options.handle_meta)
         actor = _Actor(actor_id, None, info, options.detached, options.resources, options)
+        actor.owner = shell.current_call.get()[2]  # created in one of an actor's calls
         with self._lock:  # check and reserve the name at once: concurrent creators race here
             if options.name:
                 existing = self._names.get((namespace, options.name))
@@ -268,6 +271,26 @@ class ActorTable:
             self._local.release(actor.actor_id)
         self.objects.fail_calls(actor.actor_id, actor.death, every=every_call)
         self.streams.end_of(actor.actor_id)
+        self._end_owned(actor)
+
+    def _end_owned(self, owner):
+        """Dead ``owner``'s non-detached actors (those created in its calls) die with it
+        (``OWNER_DIED``), their instances ended without their ``__ray_shutdown__``, as Ray ends
+        the actors a dead worker owned, whoever else holds handles to them."""
+        with self._lock:
+            owned = [a for a in self._actors.values()
+                     if a.owner == owner.actor_id and not a.detached and not a.dead]
+            if not owned:
+                return
+            cause = owner.death.cause if owner.death is not None else None
+            by_runtime = cause in (errors.ActorDeath.KILLED, errors.ActorDeath.OUT_OF_SCOPE)
+            how = errors.OwnerExit(owner.actor_id.hex(), "127.0.0.1",
+                                   by_runtime or cause is errors.ActorDeath.EXITED, by_runtime)
+            died = [a for a in owned if self._decide_death(a, errors.ActorDied(
+                a.actor_id, errors.ActorDeath.OWNER_DIED, a.info.class_name, owner=how))]
+        for actor in died:
+            self._act_on_death(actor, every_call=True)
+            self._endings.put(self._terminate, actor)
 
     def kill(self, actor_id, no_restart):
         """``ray.kill``: the actor dies (KILLED) and its instance is terminated."""

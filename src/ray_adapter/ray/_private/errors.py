@@ -121,7 +121,8 @@ def _death_reason(err):
                   "\tthe actor's node was terminated expectedly: received SIGTERM")
     elif err.cause is ActorDeath.OWNER_DIED and err.owner is not None:
         owner = err.owner
-        exit_type = "INTENDED_USER_EXIT" if owner.intended else "SYSTEM_ERROR"
+        exit_type = ("INTENDED_SYSTEM_EXIT" if owner.by_runtime else
+                     "INTENDED_USER_EXIT" if owner.intended else "SYSTEM_ERROR")
         reason = (f"The actor is dead because its owner has died. Owner Id: {owner.worker_id} "
                   f"Owner Ip address: {owner.ip} Owner worker exit type: {exit_type} Worker exit "
                   "detail: Owner's worker process has crashed.")
