@@ -15,7 +15,11 @@ machine's floors:
 - ``floor_pipe_rt``: a 60-byte ping-pong between two processes, back to back;
 - ``floor_pipe_rt_idle_200us``: the same when each side's CPU was idle for 200 us before the
   message (what a 200+ us round trip pays per wake-up on a virtual machine whose halted vCPUs
-  wake slowly), less the 200 us.
+  wake slowly), less the 200 us;
+- ``task_rt`` / ``actor_rt``: the median round trip of the same calls without the stamps (a
+  session of its own, before the stamped one), and ``task_rt_over_floor`` /
+  ``actor_rt_over_floor``: each divided by ``floor_pipe_rt_idle_200us`` of this run (issue 20's
+  targets: at most 2 and 1.8).
 
 Segments (in order; the driver's and the worker's overlap where noted):
 
@@ -163,6 +167,35 @@ def pipe_rt(idle_us=0, n=2000):
     return round(statistics.median(samples) * 1e6, 1)
 
 
+def plain_round_trips(ray, calls):
+    """``(task, actor)``: median round trips (us) of ``ray.get`` on a no-op task and actor
+    call, in a session of their own with nothing stamped."""
+    ray.init(num_cpus=1)
+
+    @ray.remote
+    def noop():
+        return None
+
+    @ray.remote
+    class Actor:
+        def noop(self):
+            return None
+
+    actor = Actor.remote()
+    ray.get([noop.remote() for _ in range(50)] + [actor.noop.remote() for _ in range(50)])
+    medians = []
+    for call in (noop.remote, actor.noop.remote):
+        time.sleep(0.2)
+        samples = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            ray.get(call())
+            samples.append(time.perf_counter() - start)
+        medians.append(round(statistics.median(samples) * 1e6, 1))
+    ray.shutdown()
+    return medians
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -170,6 +203,9 @@ def main():
     import ray
 
     out = {"floor_pipe_rt": pipe_rt(), "floor_pipe_rt_idle_200us": pipe_rt(200)}
+    out["task_rt"], out["actor_rt"] = plain_round_trips(ray, args.calls)
+    for kind in ("task", "actor"):
+        out[f"{kind}_rt_over_floor"] = round(out[f"{kind}_rt"] / out["floor_pipe_rt_idle_200us"], 2)
     install_stamps("drv")
     ray.init(num_cpus=1, runtime_env={"worker_process_setup_hook": worker_hook})
 
