@@ -1,7 +1,7 @@
 """Differential test: what runs when an actor's process ends, and in which order.
 
 - A graceful end (out of scope, ``exit_actor()``, ``__ray_terminate__``) runs the actor's
-  ``__ray_shutdown__`` -- which can still put, get (with a timeout) and submit -- then the
+  ``__ray_shutdown__`` -- which can still put, and get with a timeout (a task it submits never finishes in Ray) -- then the
   instance's ``__del__``, then the process's ``atexit`` handlers. ``sys.exit()`` in the hook ends
   the hook only: ``__del__`` is skipped, ``atexit`` still runs.
 - An actor created by another actor dies with its owner's process (exit_actor, out of scope,
@@ -137,8 +137,8 @@ def main():
             reason = [part for line in str(e).splitlines() for part in line.split(" Owner ")
                       if "its owner has died" in part or "exit type" in part]
             print("owner", how, type(e).__name__, reason)
-        time.sleep(0.5)
-        print("owned hook ran:", os.path.exists(os.path.join(folder, f"owned-{how}")))
+        # (Whether its own hook ran is not printed: Ray 2.60 skips it in most runs and ran it
+        # once after a ray.kill of the owner; test_actors checks that the adapter skips it.)
 
     class Plain:
         def __del__(self):
