@@ -26,7 +26,7 @@ def test_init_shutdown_cycles_keep_the_driver_flat():
         gc.collect()
         handlers = atexit._ncallbacks()
         before = tracemalloc.take_snapshot()
-        cycles = 15
+        cycles = 30
         for _ in range(cycles):
             cycle()
         gc.collect()
@@ -36,6 +36,8 @@ def test_init_shutdown_cycles_keep_the_driver_flat():
     assert result.returncode == 0, result.stderr[-3000:]
     new_handlers, per_cycle = map(int, result.stdout.split())
     assert new_handlers == 0  # it was one more per cycle
-    # The heap of the driver: what a cycle leaves behind is noise (allocator caches), far below
-    # a session's own state (tables, threads, channels: tens of KB).
-    assert per_cycle < 2000, per_cycle
+    # The heap of the driver: what a cycle leaves behind is noise (allocator caches, and what
+    # the last cycle's ending had not let go of yet: CI's loaded 3.9 runs saw up to 46 KB once,
+    # ~250 B a cycle when quiet), far below a session's own state (tables, threads, channels:
+    # tens of KB a cycle if one leaked).
+    assert per_cycle < 4000, per_cycle
