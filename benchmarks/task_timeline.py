@@ -167,22 +167,37 @@ def pipe_rt(idle_us=0, n=2000):
     return round(statistics.median(samples) * 1e6, 1)
 
 
-def plain_round_trips(ray, calls):
-    """``(task, actor)``: median round trips (us) of ``ray.get`` on a no-op task and actor
-    call, in a session of their own with nothing stamped."""
-    ray.init(num_cpus=1)
+def start_session(ray, **init):
+    """``ray.init(num_cpus=1, **init)``, then the calls timed: ``(noop, worker_stamps,
+    actor)``, a no-op task, a task returning its worker's stamps, and an actor with ``noop``
+    and ``stamps`` methods, each called 50 times first (workers started, caches warm)."""
+    ray.init(num_cpus=1, **init)
 
     @ray.remote
     def noop():
         return None
 
     @ray.remote
+    def worker_stamps():
+        return list(builtins._timeline)
+
+    @ray.remote
     class Actor:
         def noop(self):
             return None
 
+        def stamps(self):
+            return list(builtins._timeline)
+
     actor = Actor.remote()
     ray.get([noop.remote() for _ in range(50)] + [actor.noop.remote() for _ in range(50)])
+    return noop, worker_stamps, actor
+
+
+def plain_round_trips(ray, calls):
+    """``(task, actor)``: median round trips (us) of ``ray.get`` on a no-op task and actor
+    call, in a session of their own with nothing stamped."""
+    noop, _, actor = start_session(ray)
     medians = []
     for call in (noop.remote, actor.noop.remote):
         time.sleep(0.2)
@@ -207,26 +222,8 @@ def main():
     for kind in ("task", "actor"):
         out[f"{kind}_rt_over_floor"] = round(out[f"{kind}_rt"] / out["floor_pipe_rt_idle_200us"], 2)
     install_stamps("drv")
-    ray.init(num_cpus=1, runtime_env={"worker_process_setup_hook": worker_hook})
-
-    @ray.remote
-    def noop():
-        return None
-
-    @ray.remote
-    def worker_stamps():
-        return list(builtins._timeline)
-
-    @ray.remote
-    class Actor:
-        def noop(self):
-            return None
-
-        def stamps(self):
-            return list(builtins._timeline)
-
-    actor = Actor.remote()
-    ray.get([noop.remote() for _ in range(50)] + [actor.noop.remote() for _ in range(50)])
+    noop, worker_stamps, actor = start_session(
+        ray, runtime_env={"worker_process_setup_hook": worker_hook})
     for label, call, collect in (("task", lambda: noop.remote(), worker_stamps.remote),
                                  ("actor", lambda: actor.noop.remote(), actor.stamps.remote)):
         time.sleep(0.2)
