@@ -5,9 +5,9 @@ root as ``compat_matrix/``). It is the single source of truth: proxy modules tak
 surface and their gap errors from it, ``ray-adapter report`` prints it, and the tests fail when
 matrix and code disagree.
 """
+import collections
 import functools
 import os
-from dataclasses import dataclass
 
 STATUSES = ("supported", "partial", "gap")
 MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat_matrix")
@@ -15,19 +15,16 @@ MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat_ma
 _ENTRY_FIELDS = ("kind", "note", "api")
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One symbol, option or submodule of a Ray module and its status per backend.
+class Entry(collections.namedtuple("Entry", "module name kind statuses note extra", defaults=((),))):
+    """One symbol, option or submodule of a Ray module and its status per backend (an
+    immutable record: a named tuple, not a dataclass, so that ``import ray`` does not load
+    ``dataclasses``).
 
-    ``statuses`` holds ``(backend, status)`` pairs, one per backend of ``backends.toml``;
-    ``extra`` the entry's other data fields (e.g. an option's ``supported_values``)."""
+    ``module``, ``name`` and ``kind`` are strings; ``statuses`` holds ``(backend, status)``
+    pairs, one per backend of ``backends.toml``; ``note`` says why; ``extra`` the entry's other
+    data fields as ``(field, value)`` pairs (e.g. an option's ``supported_values``)."""
 
-    module: str
-    name: str
-    kind: str
-    statuses: tuple
-    note: str
-    extra: tuple = ()
+    __slots__ = ()
 
     @property
     def qualname(self):

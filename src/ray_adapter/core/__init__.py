@@ -8,10 +8,20 @@ import os
 import threading
 
 from ray_adapter.core import errors
-from ray_adapter.core.interface import ActorInfo, ActorOptions, ArgRef, InitOptions, RuntimeCore, TaskOptions
 
 __all__ = ["ActorInfo", "ActorOptions", "ArgRef", "InitOptions", "RuntimeCore", "TaskOptions",
            "errors", "current", "is_started", "start", "shutdown", "set_current", "select_backend"]
+#: The interface's types, loaded at first use (``import ray`` does not need its dataclasses,
+#: which bring ``dataclasses``, ``inspect`` and ``typing``: about 10 ms of ``import ray``).
+_INTERFACE_NAMES = frozenset(("ActorInfo", "ActorOptions", "ArgRef", "InitOptions", "RuntimeCore", "TaskOptions"))
+
+
+def __getattr__(name):
+    if name in _INTERFACE_NAMES:
+        from ray_adapter.core import interface
+
+        return getattr(interface, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 ENTRY_POINT_GROUP = "ray_adapter.backends"
 _BUILTIN_BACKENDS = {

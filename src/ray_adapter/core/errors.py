@@ -5,8 +5,8 @@ exit code, retries); they never write Ray's text. The proxy ``ray`` package
 (:mod:`ray_adapter.ray._private.errors`) turns each into the Ray exception, with Ray's message,
 that a Ray user expects.
 """
+import collections
 import enum
-import typing
 
 
 class CoreError(Exception):
@@ -112,15 +112,12 @@ class ActorDeath(str, enum.Enum):
 KILLED_PROCESS = "its process was killed"
 
 
-class OwnerExit(typing.NamedTuple):
-    """How the owner of an ``OWNER_DIED`` actor ended: its worker id (hex), its node's ip,
-    whether it exited by choice (False: it crashed), and ``by_runtime``: the runtime ended it
-    (its own actor was killed or went out of scope)."""
+class OwnerExit(collections.namedtuple("OwnerExit", "worker_id ip intended by_runtime", defaults=(False,))):
+    """How the owner of an ``OWNER_DIED`` actor ended: ``worker_id`` (hex, str), its node's
+    ``ip``, ``intended``: it exited by choice (False: it crashed), and ``by_runtime``: the
+    runtime ended it (its own actor was killed or went out of scope)."""
 
-    worker_id: str
-    ip: str
-    intended: bool
-    by_runtime: bool = False
+    __slots__ = ()
 
 
 class ActorDied(CoreError):

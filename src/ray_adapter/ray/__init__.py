@@ -5,8 +5,8 @@ the adapter does not provide raises :class:`ray_adapter.gaps.RayAdapterGapError`
 ``AttributeError``) that says why and what to use instead. Importing this package starts
 nothing: the runtime starts at ``ray.init()`` or at the first ``.remote()``/``ray.get``/``ray.put``.
 """
-import inspect as _inspect
 import sys as _sys
+import types as _types
 
 from ray_adapter import RAY_API_VERSION as __version__  # noqa: N811 - Ray's own name
 from ray_adapter import gaps as _gaps
@@ -81,9 +81,9 @@ def _remote_option_names():
 def _make_remote(obj, options):
     # As Ray: a Python function or a class, nothing else (a functools.partial, a builtin, a
     # callable object, a method, an already remote function or actor class raise TypeError).
-    if _inspect.isfunction(obj):
+    if isinstance(obj, _types.FunctionType):  # (inspect.isfunction; inspect loads at first use)
         return RemoteFunction(obj, options)
-    if _inspect.isclass(obj):
+    if isinstance(obj, type):
         return actor._make_actor_class(obj, options)
     raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
 

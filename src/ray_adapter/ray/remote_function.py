@@ -1,10 +1,8 @@
 """``ray.remote_function``: :class:`RemoteFunction`, what ``@ray.remote`` makes of a function."""
 import functools
-import inspect
 import os
 
 from ray_adapter import gaps
-from ray_adapter.core import ArgRef
 from ray_adapter.core import errors as core_errors
 from ray_adapter.ray._private import generators
 from ray_adapter.ray._private import options as _options
@@ -19,9 +17,13 @@ def _to_core_args(args, kwargs):
     """Top-level ObjectRef arguments become :class:`ArgRef` so the core resolves them to values
     before the call (nested refs are passed as refs, as in Ray)."""
     if any(type(a) is ObjectRef for a in args):
+        from ray_adapter.core.interface import ArgRef
+
         _check_session([a for a in args if type(a) is ObjectRef])
         args = tuple(ArgRef(a._id) if type(a) is ObjectRef else a for a in args)
     if kwargs and any(type(v) is ObjectRef for v in kwargs.values()):
+        from ray_adapter.core.interface import ArgRef
+
         _check_session([v for v in kwargs.values() if type(v) is ObjectRef])
         kwargs = {k: ArgRef(v._id) if type(v) is ObjectRef else v for k, v in kwargs.items()}
     return args, kwargs
@@ -87,6 +89,8 @@ class RemoteFunction:
     def __init__(self, function, options=None, _key=None):
         if not callable(function):
             raise TypeError("The @ray.remote decorator must be applied to either a function or a class.")
+        import inspect  # at first use: not loaded by ``import ray``
+
         if inspect.iscoroutinefunction(function):
             raise ValueError(
                 "'async def' should not be used for remote tasks. You can wrap the async function "

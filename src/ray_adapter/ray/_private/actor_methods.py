@@ -9,9 +9,7 @@ class object derives from both :class:`~ray_adapter.ray.actor.ActorClass` and it
 The worker still builds an instance of the user's own class (``type(self)`` is ``Cls`` there,
 as in Ray); every actor answers ``__ray_ready__``, ``__ray_call__`` and ``__ray_terminate__``.
 """
-import inspect
 
-from ray_adapter.core import TaskOptions
 from ray_adapter.ray._private import generators
 from ray_adapter.ray._private.core_access import context_if_started
 from ray_adapter.ray._private.core_access import core as _ensure_core
@@ -67,6 +65,8 @@ def _modify_class(cls):
 def method_table(cls):
     """``({name: options}, [generator method names])`` for every method a handle can call:
     public and single-underscore methods, ``__call__``, and the builtin ones."""
+    import inspect  # at first use: not loaded by ``import ray``
+
     table, streaming = {}, []
     for name, member in inspect.getmembers(cls):
         if not callable(member):
@@ -103,6 +103,8 @@ def call_options(meta, method_name, options):
                          f"{meta['class_name']} (concurrency_groups={dict(groups)}).")
     backpressure = options.get("_generator_backpressure_num_objects")
     retry = options.get("retry_exceptions") or False
+    from ray_adapter.core.interface import TaskOptions
+
     opts = TaskOptions(
         name=options.get("name") or f"{meta['class_name']}.{method_name}",
         num_returns=count, generator=generator,

@@ -6,10 +6,9 @@ Ray) runs the generator to its end and returns one ref to a :class:`DynamicObjec
 of its values' refs, built on the worker (:class:`DynamicGeneratorCall`), so the core needs no
 mode of its own for it; an integer keeps the generator's first values as plain returns.
 """
-import inspect
+import types
 import warnings
 
-from ray_adapter.core import TaskOptions
 from ray_adapter.ray._private.core_access import context, translated
 from ray_adapter.ray._private.core_access import core as _ensure_core
 from ray_adapter.ray._private.object_refs import ObjectRef, put_object
@@ -29,6 +28,8 @@ DYNAMIC_WARNING = ("num_returns='dynamic' is deprecated and will be removed in a
 
 
 def is_generator_callable(fn):
+    import inspect  # at first use: not loaded by ``import ray``
+
     return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
 
 
@@ -82,7 +83,7 @@ class DynamicGeneratorCall:
             result = getattr(instance, self.target)(*args, **kwargs)
         else:
             result = self.target(*args, **kwargs)
-        if inspect.isasyncgen(result):
+        if isinstance(result, types.AsyncGeneratorType):
             return _collect_async(result)  # awaited by the actor's loop (or run below)
         return _collect(result)
 
@@ -114,6 +115,8 @@ async def _collect_async(agen):
 def _error_ref(exc):
     """A ref whose ``ray.get`` raises ``exc`` as the task's error (RayTaskError(cls)): a task
     of the same name that raises it, submitted to the core as a remote function would be."""
+    from ray_adapter.core.interface import TaskOptions
+
     core = _ensure_core()
     options = TaskOptions(name=context().task_name or "task", max_retries=0, resources={"CPU": 1.0})
     with translated:

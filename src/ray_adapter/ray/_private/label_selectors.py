@@ -4,14 +4,15 @@ of placement groups), checked as Ray checks them and turned into the core's
 and ``ray.util.placement_group`` use it."""
 import re
 
-from ray_adapter.core.scheduling import LabelMatch
-
 _LABEL = r"[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?"
 _SELECTOR_VALUE = re.compile(rf"^!?(?:in)?\({_LABEL}(?:, ?{_LABEL})*\)$|^!?{_LABEL}$")
 
 
 def label_selector(selector, option):
-    """``{label: "value" | "!value" | "in(a,b)" | "!in(a,b)"}`` as LabelMatch expressions."""
+    """``{label: "value" | "!value" | "in(a,b)" | "!in(a,b)"}`` as LabelMatch expressions.
+    Raises ValueError for a key or value Ray refuses."""
+    from ray_adapter.core.scheduling import LabelMatch  # (its dataclasses: not at ``import ray``)
+
     out = []
     for key, value in (selector or {}).items():
         if not isinstance(key, str) or not key:

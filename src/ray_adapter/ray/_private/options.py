@@ -13,7 +13,6 @@ import os
 import warnings
 
 from ray_adapter import gaps, matrix
-from ray_adapter.core import ActorOptions, TaskOptions
 
 _OWNER_LABEL = {"task": "remote functions", "actor": "actors", "init": "ray.init",
                 "method": "actor methods"}
@@ -355,6 +354,7 @@ def task_options(options, function_name, is_generator=False, repr_name=None):
     max_retries = options.get("max_retries")
     if max_retries is None:  # Ray's default, read at each submission as Ray reads it
         max_retries = int(os.environ.get("RAY_TASK_MAX_RETRIES", 3))
+    from ray_adapter.core.interface import TaskOptions  # (its dataclasses: not at ``import ray``)
     from ray_adapter.ray._private.placement import static_placement
 
     resources = _resources(options, 1)
@@ -396,6 +396,7 @@ def actor_options(options, cls, handle_meta, is_async):
     # Ray: an actor that names no resource holds no CPU while alive; one that names any
     # resource (other than memory) and not num_cpus holds 1 CPU for its lifetime.
     names_resources = options.get("num_gpus") is not None or bool(options.get("resources"))
+    from ray_adapter.core.interface import ActorOptions  # (its dataclasses: not at ``import ray``)
     from ray_adapter.ray._private.placement import static_placement
 
     resources = _resources(options, 1 if names_resources else 0)

@@ -10,11 +10,9 @@ Capture (Ray's ``placement_group_capture_child_tasks``) depends on who submits: 
 inside a capturing task or actor joins its group. :func:`with_capture` applies it per call; the
 runtime core says cheaply whether the caller captures (``RuntimeCore.captured_placement_group``).
 """
-import dataclasses
 import sys
 import warnings
 
-from ray_adapter.core.scheduling import LabelMatch, Placement
 from ray_adapter.ray._private.label_selectors import label_selector
 
 ACCELERATOR_PREFIX = "accelerator_type:"
@@ -72,6 +70,8 @@ def _ray_type(value):
 
 
 def _label_expressions(expressions):
+    from ray_adapter.core.scheduling import LabelMatch  # (its dataclasses: not at ``import ray``)
+
     _, s = _classes()
     out = []
     for e in expressions:
@@ -93,6 +93,8 @@ def static_placement(options, resources, repr_name, actor_default=False):
     ``resources`` is the request (for Ray's check that it fits a bundle); ``actor_default``:
     an actor that names no resource (it needs 1 CPU in a bundle to be created, as in Ray).
     Raises ValueError / TypeError as Ray does."""
+    from ray_adapter.core.scheduling import Placement  # (its dataclasses: not at ``import ray``)
+
     pg_module, s = _classes()
     strategy = options.get("scheduling_strategy")
     group = options.get("placement_group", "default")
@@ -168,6 +170,10 @@ def with_capture(core, opts, resources, repr_name, actor_default=False):
     captured = core.captured_placement_group()
     if captured is None:
         return opts
+    import dataclasses
+
+    from ray_adapter.core.scheduling import Placement
+
     if placement is None:
         pg_module, _ = _classes()
         from ray_adapter.ray._private.object_refs import PlacementGroupID

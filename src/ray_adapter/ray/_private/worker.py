@@ -13,7 +13,7 @@ import os
 
 from ray_adapter import core as _core
 from ray_adapter import gaps
-from ray_adapter.core import InitOptions, ids
+from ray_adapter.core import ids
 from ray_adapter.core import relays as _relays
 from ray_adapter.ray._private import core_access as _core_access
 from ray_adapter.ray._private import local_clusters as _local_clusters
@@ -128,6 +128,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         _log_setup.configure_at_init(configure_logging, logging_level, logging_format)
         num_cpus, num_gpus, memory, object_store_memory, resources = _override_resources(
             num_cpus, num_gpus, kwargs.get("_memory"), object_store_memory, resources)
+        from ray_adapter.core.interface import InitOptions  # (its dataclasses: not at ``import ray``)
+
         opts = InitOptions(
             num_cpus=num_cpus, num_gpus=num_gpus, memory=memory,
             object_store_memory=object_store_memory, resources=dict(resources or {}),
