@@ -231,11 +231,18 @@ def test_a_driver_started_runtime_is_attachable_and_its_end_is_an_error_not_a_ha
     assert guest.line() == "ready 2 02000000"
     code, _, err = owner.finish()  # the runtime goes with the driver that started it
     assert code == 0, err
+    # Ray's INFO lines on the "ray" logger (stderr): a new runtime, then one joined.
+    assert re.search(r"\tINFO worker\.py:\d+ -- Started a local Ray instance\.\n", err), err
     guest.step()
     kind, seconds, message = guest.line().split(" ", 2)
     assert kind == "RaySystemError" and int(seconds) < 5
     assert "the Ray runtime this driver attached to" in message
-    assert guest.finish()[0] == 0
+    code, _, err = guest.finish()
+    assert code == 0, err
+    assert re.search(r"\tINFO worker\.py:\d+ -- Connecting to existing Ray cluster at address: "
+                     r"127\.0\.0\.1:\d+\.\.\.\n.*\tINFO worker\.py:\d+ -- Connected to Ray cluster\.\n",
+                     err, re.S), err
+    assert "Started a local" not in err
 
 
 _JOBS = """

@@ -97,6 +97,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         **kwargs).items() if v is not None}
     # The `ray` command's status and list attach as an observer (no job of their own); not Ray's.
     observer = bool(given.pop("_ray_adapter_observer", None))
+    joined = []  # make_options ran: [the address of the runtime joined, or None: a new one]
 
     def make_options():  # after the re-init check, under the session's lock, as in Ray
         nonlocal address, object_store_memory, num_cpus, num_gpus, resources
@@ -148,9 +149,16 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
             opts.resources, opts.labels = dict(head.resources), dict(head.labels)
         _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
+        joined.append(attach["address"] if attach is not None else (
+            given.get("address") if cluster is not None else opts.address))
+        if joined[0] is not None and not observer:  # Ray's INFO lines, on the "ray" logger
+            logger.info("Connecting to existing Ray cluster at address: %s...", joined[0])
         return opts
 
-    return _session.start(make_options, ignore_reinit_error)
+    context = _session.start(make_options, ignore_reinit_error)
+    if joined and not observer:
+        logger.info("Started a local Ray instance." if joined[0] is None else "Connected to Ray cluster.")
+    return context
 
 
 def _report_unhandled_error(error):
