@@ -488,7 +488,8 @@ def test_real_rays_state_sdk_and_cli_read_the_head(head):
         seen = json.loads(done.stdout.strip().splitlines()[-1])
         assert seen["actors"] == [["Keeper", "ALIVE", False]] and seen["get"] == "keeper"
         assert seen["tasks"] == ["Keeper.ping", "keeper:Keeper.__init__"]  # named: Ray's name
-        assert seen["summary"] == ["Keeper.ping", "keeper:Keeper.__init__"] and seen["objects"] == 3
+        # objects: the driver's 3 puts and its handle to the actor (Ray's ACTOR_HANDLE reference)
+        assert seen["summary"] == ["Keeper.ping", "keeper:Keeper.__init__"] and seen["objects"] == 4
         assert seen["nodes"] == ["ALIVE"] and seen["workers"] == ["DRIVER", "WORKER"]
         assert seen["jobs"] == ["DRIVER"]
         ray_cli = os.path.join(os.path.dirname(RAY_PYTHON), "ray")

@@ -2,6 +2,7 @@
 ``ray._private.services``, ``global_worker`` and ``ray.timeline``, served by the runtime."""
 import importlib
 import json
+import os
 import time
 
 import pytest
@@ -9,6 +10,11 @@ import pytest
 
 def state_api():
     return importlib.import_module("ray_adapter.ray.util.state")
+
+
+def ray_adapter_core():
+    """The running runtime core (its ``backend_name``: "embedded" or "yuanrong")."""
+    return importlib.import_module("ray_adapter.core").current()
 
 
 def test_actors_nodes_groups_and_workers(ray):
@@ -179,7 +185,7 @@ def test_list_objects_lists_what_the_runtime_holds_until_it_is_freed(ray):
     assert by_id[pending.hex()].task_status == "SUBMITTED_TO_WORKER"  # as Ray: running, seen by its owner
     assert by_id[failed.hex()].task_status == "FINISHED"  # as Ray: a failed task's result too
     assert {o.attempt_number for o in by_id.values()} == {1}
-    if ray.get_runtime_context().gcs_address.startswith("embedded"):
+    if ray_adapter_core().backend_name == "embedded":  # (yr's store keeps a call's value)
         assert record.object_size >= 80_000  # the array's bytes and its header
     assert [o.object_id for o in st.list_objects(filters=[("object_id", "=", stored.hex())])] == [stored.hex()]
     assert len(st.list_objects(limit=1)) == 1
@@ -191,6 +197,44 @@ def test_list_objects_lists_what_the_runtime_holds_until_it_is_freed(ray):
         assert __import__("time").monotonic() < deadline, "a freed object is still listed"
         __import__("time").sleep(0.05)
     ray.cancel(pending, force=True)
+
+
+@pytest.mark.embedded_only("the yuanrong backend does not list actor handles (compat matrix)")
+def test_list_objects_lists_each_processs_actor_handles_as_ray(ray):
+    """Ray 2.60 lists one ACTOR_HANDLE reference per process holding a handle to an actor,
+    under the id of the actor creation task's first return (checked against Ray: a driver
+    holding two handles, an actor holding one of them -> three records)."""
+    st = state_api()
+
+    @ray.remote
+    class Holder:
+        def hold(self, handles):
+            self.handles = handles
+            return os.getpid()
+
+    a, b = Holder.remote(), Holder.remote()
+    holder_pid = ray.get(a.hold.remote([b]))
+    expected = {(f"ffffffffffffffff{b._actor_id.hex()}01000000", "WORKER", holder_pid),
+                *{(f"ffffffffffffffff{h._actor_id.hex()}01000000", "DRIVER", os.getpid()) for h in (a, b)}}
+
+    def handles():
+        return {(o.object_id, o.type, o.pid) for o in st.list_objects(
+            filters=[("reference_type", "=", "ACTOR_HANDLE")], detail=True)}
+
+    deadline = time.monotonic() + 10
+    while handles() != expected:  # a borrow reaches the runtime with the call's result, or just after
+        assert time.monotonic() < deadline, handles()
+        time.sleep(0.05)
+    record, = [o for o in st.list_objects(detail=True) if o.pid == holder_pid]
+    assert (record.object_size, record.task_status, record.attempt_number, record.call_site) == (
+        -1, "NIL", 1, "disabled")
+    summary = st.summarize_objects()["cluster"]
+    assert (summary["total_objects"], summary["summary"]["disabled"]["ref_type_counts"]) == (3, {"ACTOR_HANDLE": 3})
+    del a  # its process goes, and the handle it held with it
+    deadline = time.monotonic() + 10
+    while handles() != {(f"ffffffffffffffff{b._actor_id.hex()}01000000", "DRIVER", os.getpid())}:
+        assert time.monotonic() < deadline, handles()
+        time.sleep(0.05)
 
 
 def test_core_worker_object_exists_and_the_global_node(ray):

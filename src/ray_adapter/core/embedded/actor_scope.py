@@ -2,9 +2,10 @@
 
 Holders counted per actor (:class:`ScopeState`):
 
-- ``handles``: handle objects in the driver (:meth:`ActorScope.add_handle` / ``drop_handle``)
-  and stored values that have a handle pickled inside (``add_handles`` when the value is
-  stored, ``drop_handles`` once the object table freed it);
+- ``handles``: handle objects in the driver (:meth:`ActorScope.add_handle` / ``drop_handle``;
+  ``own`` counts these alone, for the State API) and stored values that have a handle pickled
+  inside (``add_handles`` when the value is stored, ``drop_handles`` once the object table
+  freed it);
 - ``borrowers``: worker processes holding a handle (each reports its first and last one);
 - ``in_transit``: tasks, calls and actor constructors whose arguments carry a handle, until
   they finish (the worker that unpickles one reports a borrow before that);
@@ -20,10 +21,11 @@ Thread-safety: shares the actor manager's lock (the counters are part of actor s
 
 
 class ScopeState:
-    __slots__ = ("handles", "borrowers", "in_transit", "escaped", "detached", "out_of_scope")
+    __slots__ = ("handles", "own", "borrowers", "in_transit", "escaped", "detached", "out_of_scope")
 
     def __init__(self, detached):
         self.handles = 0
+        self.own = 0  # of ``handles``: the driver's handle objects
         self.borrowers = 0
         self.in_transit = 0
         self.escaped = False
@@ -49,13 +51,23 @@ class ActorScope:
 
     # -- holders -----------------------------------------------------------------------------
     def add_handle(self, actor_id):
+        """The driver made a handle object for ``actor_id``."""
         with self._lock:
             actor = self._actor(actor_id)
             if actor is not None:
                 actor.scope.handles += 1
+                actor.scope.own += 1
 
     def drop_handle(self, actor_id):
-        self.drop_handles((actor_id,))
+        """Undo :meth:`add_handle`."""
+        ended = []
+        with self._lock:
+            actor = self._actor(actor_id)
+            if actor is not None:
+                actor.scope.handles -= 1
+                actor.scope.own -= 1
+                ended = self._check_locked(actor)
+        self._end(ended)
 
     def add_handles(self, actor_ids):
         """One more holder per id (a stored value holds a handle to each, repeats counted)."""
@@ -93,6 +105,20 @@ class ActorScope:
                     actor.scope.borrowers -= 1
                     ended += self._check_locked(actor)
         self._end(ended)
+
+    def holders(self, workers):
+        """``[(actor_id, holder)]``: each live actor's handle holders, once per holder: None for
+        this process's driver, else the worker (an attached driver among them) of ``workers``
+        that borrowed one (Ray's ACTOR_HANDLE references of the State API)."""
+        out = []
+        with self._lock:
+            for actor in self._manager.in_table():
+                if actor.scope.own > 0:
+                    out.append((actor.actor_id, None))
+            for worker in workers:
+                out.extend((actor_id, worker) for actor_id in worker.borrowed
+                           if self._actor(actor_id) is not None)
+        return out
 
     def worker_gone(self, worker):
         """A dead worker's handles died with it."""

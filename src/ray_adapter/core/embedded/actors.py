@@ -501,6 +501,11 @@ class ActorManager:
     def get(self, actor_id):
         return self._actors.get(actor_id)
 
+    def in_table(self):
+        """The actors in the table (a dead one until it is forgotten); the caller holds the
+        manager's lock (the scope, which shares it, does)."""
+        return list(self._actors.values())
+
     def records(self):
         """``[(record, process, grant)]`` of every actor, for the State API (a snapshot): the
         departed dead ones first, then the table's; ``process`` has ``pid`` and ``node`` (the

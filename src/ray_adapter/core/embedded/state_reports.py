@@ -12,6 +12,10 @@ from ray_adapter.core.embedded.nodes import describe_all
 from ray_adapter.core.embedded.pool import WorkerState
 
 
+#: An object id's return index 1 (4 bytes, little-endian, as Ray lays it out).
+_FIRST_RETURN = (1).to_bytes(4, "little")
+
+
 class StateReports:
     """``state(kind)`` for the State API (mirrors the records of Ray's ``ray.util.state``)."""
 
@@ -71,6 +75,17 @@ class StateReports:
                         "call_site": "disabled", "type": "DRIVER",
                         "pid": owner.pid if owner is not None else own_pid,
                         "ip": owner.node.ip if owner is not None else head.ip})
+        # Ray's ACTOR_HANDLE references: one per process holding a handle to an actor, under
+        # the id of the actor creation task's return (its creation task id, index 1).
+        for actor_id, holder in self.actors.scope.holders(self.pool.live_workers()):
+            if holder is None and self._pid is None:
+                continue
+            out.append({"object_id": (creation_task_id(actor_id) + _FIRST_RETURN).hex(),
+                        "object_size": -1, "task_status": "NIL", "attempt_number": 1,
+                        "reference_type": "ACTOR_HANDLE", "call_site": "disabled",
+                        "type": "DRIVER" if holder is None or holder.state is WorkerState.DRIVER else "WORKER",
+                        "pid": own_pid if holder is None else holder.pid,
+                        "ip": head.ip if holder is None else holder.node.ip})
         return out
 
     def _actor_states(self):
