@@ -248,3 +248,40 @@ def test_node_arguments_ray_fixtures_pass_are_accepted(ray, monkeypatch):
     ray.init(address=c.address)
     assert ray.cluster_resources()["CPU"] == 2
     c.shutdown()
+
+
+def test_joining_a_cluster_logs_rays_connect_lines(ray, monkeypatch):
+    """As Ray: ``init(address=<a Cluster's>)`` logs that it connects to an existing cluster (on
+    the "ray" logger), not that it started a local instance."""
+    import logging
+
+    monkeypatch.delenv("RAY_ADAPTER_RUNTIME", raising=False)
+    logged = []
+    keep = logging.Handler()
+    keep.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("ray").addHandler(keep)
+    c = mod("cluster_utils").Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        ray.init(address=c.address)
+        assert [m for m in logged if "Ray" in m] == [
+            f"Connecting to existing Ray cluster at address: {c.address}...", "Connected to Ray cluster."]
+    finally:
+        logging.getLogger("ray").removeHandler(keep)
+        ray.shutdown()
+        c.shutdown()
+
+
+def test_the_address_init_says_it_joins(monkeypatch):
+    """What ``ray.init`` logs as joined: a runtime it attaches to, a Cluster, an address, or a
+    Yuanrong cluster's ``YR_SERVER_ADDRESS`` (not yr's local mode: that one is started)."""
+    joined = mod("_private.worker")._joined_address
+    monkeypatch.delenv("YR_SERVER_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_ADAPTER_RUNTIME", raising=False)
+    assert joined(None, None, None) is None
+    assert joined({"address": "127.0.0.1:6379"}, None, None) == "127.0.0.1:6379"
+    assert joined(None, "127.0.0.1:6380", None) == "127.0.0.1:6380"
+    assert joined(None, None, "10.0.0.5:31222") == "10.0.0.5:31222"
+    monkeypatch.setenv("YR_SERVER_ADDRESS", "10.0.0.5:31222")
+    assert joined(None, None, None) == "10.0.0.5:31222"
+    monkeypatch.setenv("RAY_ADAPTER_RUNTIME", "yr-local")
+    assert joined(None, None, None) is None

@@ -83,6 +83,16 @@ def test_importing_ray_loads_no_module_a_program_may_not_use():
     assert result.stdout.strip() == "[]"
 
 
+def test_python_dash_m_runs_a_ray_module_as_with_ray():
+    # runpy asks the finder's loader for the module's code: `python -m ray.scripts.scripts` is
+    # Ray's `ray` command; a package without __main__ is refused as Python refuses it.
+    result = run_python(["-m", "ray.scripts.scripts", "--help"])
+    assert result.returncode == 0 and result.stdout.startswith("usage: ray "), result.stderr
+    result = run_python(["-m", "ray.util.state"])
+    assert result.returncode == 1
+    assert "No module named ray.util.state.__main__; 'ray.util.state' is a package" in result.stderr
+
+
 def test_gap_submodule_raises_module_not_found_subclass_with_reason():
     code = textwrap.dedent("""
         try:

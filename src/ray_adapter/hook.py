@@ -75,6 +75,14 @@ class RayProxyFinder:
         spec.loader_state = module.__spec__
         return module
 
+    def get_code(self, fullname):
+        """The code object of ``fullname``'s proxy module (``python -m ray.X``: runpy runs it
+        as ``__main__``); None where it has none."""
+        spec = _proxy_spec(proxy_name(fullname))
+        if spec is None or not hasattr(spec.loader, "get_code"):
+            return None
+        return spec.loader.get_code(spec.name)
+
     def exec_module(self, module):
         # The import machinery stamped the alias spec on the canonical module; give the module
         # back its own spec so reloads and pickling keep seeing ``ray_adapter.ray...``.

@@ -23,6 +23,10 @@ def __getattr__(name):
         return getattr(interface, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+def __dir__():
+    return sorted(set(globals()) | _INTERFACE_NAMES)
+
 ENTRY_POINT_GROUP = "ray_adapter.backends"
 _BUILTIN_BACKENDS = {
     "embedded": "ray_adapter.core.embedded.backend:EmbeddedBackend",

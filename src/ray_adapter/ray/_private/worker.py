@@ -11,6 +11,7 @@ what starts the runtime on a first call without ``ray.init()``).
 import logging
 import os
 
+from ray_adapter import RAY_API_VERSION
 from ray_adapter import core as _core
 from ray_adapter import gaps
 from ray_adapter.core import ids
@@ -70,6 +71,36 @@ def _override_resources(num_cpus, num_gpus, memory, object_store_memory, resourc
             env.get("object_store_memory", object_store_memory), merged)
 
 
+#: The private keywords Ray 2.60's ``init`` takes (any other extra keyword is refused); what
+#: each does here is in the compat matrix (``compat_matrix/options.toml``).
+_PRIVATE_INIT_KEYWORDS = frozenset((
+    "_enable_object_reconstruction", "_plasma_directory", "_node_ip_address",
+    "_driver_object_store_memory", "_memory", "_redis_password", "_redis_username", "_temp_dir",
+    "_metrics_export_port", "_system_config", "_node_name", "_skip_env_hook",
+    "_tracing_startup_hook"))
+
+
+def _refuse_as_ray(kwargs, local_mode):
+    """Ray 2.60's RuntimeErrors for ``init`` keywords it no longer takes, in its order:
+    ``allow_multiple`` (Ray Client only), ``storage`` (removed after 2.47), any unknown
+    keyword, then ``local_mode=True``."""
+    if kwargs.get("allow_multiple"):
+        raise RuntimeError(
+            "`allow_multiple` argument is passed to `ray.init` when the ray client is not used "
+            f"(https://docs.ray.io/en/releases-{RAY_API_VERSION}/cluster/running-applications/"
+            "job-submission/ray-client.html#connect-to-multiple-ray-clusters-experimental). "
+            "Do not pass the `allow_multiple` to `ray.init` to fix the issue.")
+    if kwargs.get("storage"):
+        raise RuntimeError("Cluster-wide storage configuration has been removed. The last Ray "
+                           "version supporting the `storage` argument is `ray==2.47`.")
+    unknown = [key for key in kwargs if key not in _PRIVATE_INIT_KEYWORDS]
+    if unknown:
+        raise RuntimeError(f"Unknown keyword argument(s): {', '.join(unknown)}")
+    if local_mode:
+        raise RuntimeError("`local_mode` is no longer supported. For interactive debugging "
+                           "consider using the Ray distributed debugger.")
+
+
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None,
          object_store_memory=None, local_mode=False, ignore_reinit_error=False,
          include_dashboard=None, dashboard_host="127.0.0.1", dashboard_port=None, job_config=None,
@@ -97,6 +128,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         **kwargs).items() if v is not None}
     # The `ray` command's status and list attach as an observer (no job of their own); not Ray's.
     observer = bool(given.pop("_ray_adapter_observer", None))
+    kwargs.pop("_ray_adapter_observer", None)
+    _refuse_as_ray(kwargs, local_mode)
     joined = []  # make_options ran: [the address of the runtime joined, or None: a new one]
 
     def make_options():  # after the re-init check, under the session's lock, as in Ray
@@ -108,8 +141,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
         cluster = _cluster_nodes(address, num_cpus, num_gpus, resources=resources, labels=labels,
                                  object_store_memory=object_store_memory,
                                  _system_config=kwargs.get("_system_config") or None)
+        cluster_address = None
         if cluster is not None:
-            address = given["address"] = None
+            cluster_address, address = address, None
+            given["address"] = None
         attach = None if cluster is not None else _running_runtime(
             address, num_cpus, num_gpus, resources=resources, labels=labels,
             object_store_memory=object_store_memory)
@@ -149,16 +184,41 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             opts.object_store_memory, opts.node_id = head.object_store_memory, head.node_id
             opts.resources, opts.labels = dict(head.resources), dict(head.labels)
         _relays.register("tqdm_ray", _tqdm_state)  # bars of tasks and actors, drawn here
-        joined.append(attach["address"] if attach is not None else (
-            given.get("address") if cluster is not None else opts.address))
+        joined.append(_joined_address(attach, cluster_address, opts.address))
         if joined[0] is not None and not observer:  # Ray's INFO lines, on the "ray" logger
             logger.info("Connecting to existing Ray cluster at address: %s...", joined[0])
         return opts
 
     context = _session.start(make_options, ignore_reinit_error)
-    if joined and not observer:
+    if observer:
+        return context
+    if joined:
         logger.info("Started a local Ray instance." if joined[0] is None else "Connected to Ray cluster.")
+    elif _driver():  # it ran already (ignore_reinit_error): Ray says so, in a driver
+        logger.info("Calling ray.init() again after it has already been called.")
     return context
+
+
+def _joined_address(attach, cluster_address, address):
+    """The address of the running runtime ``init`` joins (Ray logs it), or None when it starts
+    one: a runtime of this machine it attaches to (``attach``), a ``ray.cluster_utils.Cluster``
+    (``cluster_address``), a Yuanrong cluster (``address``, or ``YR_SERVER_ADDRESS`` when the
+    yuanrong backend is chosen without one; not yr's local mode)."""
+    if attach is not None:
+        return attach["address"]
+    if cluster_address is not None:
+        return cluster_address
+    if address is not None:
+        return address
+    if os.environ.get("RAY_ADAPTER_RUNTIME", "").strip().lower() == "yr-local":
+        return None
+    return os.environ.get("YR_SERVER_ADDRESS") or None
+
+
+def _driver():
+    """True in a driver (not in a task or actor of a worker process)."""
+    context = context_if_started()
+    return context is None or context.is_driver
 
 
 def _report_unhandled_error(error):

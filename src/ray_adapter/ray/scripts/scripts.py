@@ -36,3 +36,7 @@ def memory_summary(address=None, group_by="NODE_ADDRESS", sort_by="OBJECT_SIZE",
 
 
 __getattr__ = gaps.module_getattr("ray.scripts.scripts")
+
+
+if __name__ == "__main__":  # python -m ray.scripts.scripts, as with Ray's
+    main()
