@@ -347,6 +347,13 @@ def test_attaching_needs_a_runtime_and_takes_no_node_options(registry):
     local = driver(registry, "import ray, json\nray.init(address='local', num_cpus=1)\n"
                    "print(json.dumps(ray.cluster_resources()['CPU']))")
     assert local == 1.0  # 'local' starts a runtime of its own even with a head running
+    # As Ray: RAY_ADDRESS names the runtime "auto" finds (a wrong one is refused, not ignored).
+    named = driver(dict(registry, RAY_ADDRESS="127.0.0.1:6379"), "import ray, json\n"
+                   "ray.init(address='auto')\nprint(json.dumps(ray.get_runtime_context().gcs_address))")
+    assert named == "127.0.0.1:6379"
+    wrong = run_code("import ray\ntry:\n    ray.init(address='auto')\nexcept ConnectionError as e:\n"
+                     "    print('refused:', e)", env=dict(registry, RAY_ADDRESS="127.0.0.1:6399"))
+    assert "refused: Could not find any running Ray instance at 127.0.0.1:6399" in wrong.stdout, wrong.stderr
 
 
 def test_the_ray_command_starts_reports_and_stops_a_head(registry):

@@ -134,10 +134,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
 
     def make_options():  # after the re-init check, under the session's lock, as in Ray
         nonlocal address, object_store_memory, num_cpus, num_gpus, resources
-        if address is None:
-            address = os.environ.get("RAY_ADDRESS") or None
-            if address is not None:
-                given["address"] = address
+        if address in (None, "auto"):  # as Ray: RAY_ADDRESS names the runtime "auto" finds
+            env_address = os.environ.get("RAY_ADDRESS") or None
+            if env_address is not None and (address is None or env_address != "auto"):
+                address = given["address"] = env_address
         cluster = _cluster_nodes(address, num_cpus, num_gpus, resources=resources, labels=labels,
                                  object_store_memory=object_store_memory,
                                  _system_config=kwargs.get("_system_config") or None)
