@@ -426,14 +426,15 @@ def test_the_state_api_over_http(head):
         assert body["data"]["result"]["result"] == [] and body["data"]["result"]["num_filtered"] == 0
         _, body = _state(url, "objects?limit=2")
         objects = body["data"]["result"]
-        assert objects["num_filtered"] == 3 and len(objects["result"]) == 2  # the limit cuts
+        # the driver's 3 puts and its handle to the actor (Ray's ACTOR_HANDLE reference)
+        assert objects["num_filtered"] == 4 and len(objects["result"]) == 2  # the limit cuts
         _, body = _state(url, "placement_groups")
         assert [g["state"] for g in body["data"]["result"]["result"]] == ["CREATED"]
         _, body = _state(url, "tasks/summarize")
         tasks = body["data"]["result"]["result"]["node_id_to_summary"]["cluster"]
         assert tasks["summary"]["Keeper.ping"]["state_counts"] == {"FINISHED": 1}
         _, body = _state(url, "objects/summarize")
-        assert body["data"]["result"]["result"]["node_id_to_summary"]["cluster"]["total_objects"] == 3
+        assert body["data"]["result"]["result"]["node_id_to_summary"]["cluster"]["total_objects"] == 4
         _, body = _state(url, "jobs")
         assert [(j["type"], j["status"]) for j in body["data"]["result"]["result"]] == [("DRIVER", "RUNNING")]
         status, body = _state(url, "actors?filter_keys=nonsense&filter_predicates=%3D&filter_values=1")
