@@ -41,15 +41,16 @@ OPTION_CASES = [
 ]
 
 
-_MISUSE = {"misuse_errors.py"}
+_MISUSE = {"misuse_errors.py", "init_refusals.py"}
 
 
 @pytest.mark.parametrize("backend", matrix.BACKENDS)
 def test_the_projects_own_programs_scan_clean(backend):
     result = scan.scan([str(EXAMPLES), str(PROGRAMS)], backend=backend, jobs=1)
     assert not result.errors
-    # misuse_errors.py passes values Ray refuses (pip=123, num_returns=-1, ...) on purpose: the
-    # scan cannot call those supported, and says unknown; nothing else may.
+    # misuse_errors.py passes values Ray refuses (pip=123, num_returns=-1, ...) on purpose, and
+    # init_refusals.py keywords ray.init refuses (through **kwargs): the scan cannot call those
+    # supported, and says unknown; nothing else may.
     # A program test_programs does not run on yr-local (saying why) may use what the
     # yuanrong backend lacks (state_workers: list_tasks).
     not_run = set(YR_LOCAL_SKIPS) if backend == "yuanrong" else set()
