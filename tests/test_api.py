@@ -600,6 +600,19 @@ def test_runtime_context(ray):
     assert ctx.worker.mode == 0  # SCRIPT_MODE; a worker's is 1, as in Ray
     with pytest.raises(AssertionError, match="only available when the process is a +worker. Current mode: 0"):
         ctx.get_assigned_resources()  # as Ray: a worker's method
+    import logging
+
+    warned = []
+    keep = logging.Handler()
+    keep.emit = lambda record: warned.append((record.levelname, record.getMessage()))
+    logging.getLogger("ray").addHandler(keep)
+    try:  # as Ray 2.60: the task and actor getters warn in a driver, and give None
+        assert [ctx.get_task_id(), ctx.get_task_name(), ctx.get_task_function_name(),
+                ctx.get_actor_name()] == [None] * 4
+    finally:
+        logging.getLogger("ray").removeHandler(keep)
+    assert warned == [("WARNING", "This method is only available when the process is a worker. "
+                                  "Current mode: 0")] * 4
 
     @ray.remote
     def inside():

@@ -50,6 +50,10 @@ def test_actors_nodes_groups_and_workers(ray):
     assert summary["summary"]["Counter"]["state_counts"] == {"ALIVE": 1} and summary["summary_by"] == "class"
     api = importlib.import_module("ray_adapter.ray.experimental.state.api")
     assert api.list_actors is st.list_actors and api.get_actor(record.actor_id).name == "counter"
+    pinned = Counter.options(num_cpus=1).remote()  # Ray reports the amounts as floats
+    ray.get(pinned.ping.remote(), timeout=30)
+    required = st.get_actor(pinned._actor_id.hex()).required_resources
+    assert required == {"CPU": 1.0} and type(required["CPU"]) is float
 
 
 @pytest.mark.embedded_only("the yuanrong backend records no task events")

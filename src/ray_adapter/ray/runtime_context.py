@@ -26,6 +26,15 @@ def _deprecated(replacement):
     warnings.warn(f"{_DEPRECATED}\n{replacement}", RayDeprecationWarning, stacklevel=3)
 
 
+def _in_driver(ctx):
+    """True in a driver, after Ray's warning there (its task and actor getters are worker-only:
+    ``Current mode: 0`` is Ray's SCRIPT_MODE)."""
+    if not ctx.is_driver:
+        return False
+    logger.warning("This method is only available when the process is a worker. Current mode: 0")
+    return True
+
+
 class RuntimeContext:
     """The context of the calling driver, task or actor (mirrors ``ray.runtime_context.RuntimeContext``).
 
@@ -73,8 +82,9 @@ class RuntimeContext:
         return NodeID(self._ctx().node_id)
 
     def get_task_id(self):
+        """The running task's or actor call's id (hex); None in the driver, with Ray's warning."""
         ctx = self._ctx()
-        if ctx.is_driver or ctx.task_id is None:
+        if _in_driver(ctx) or ctx.task_id is None:
             return None
         return ctx.task_id.hex()
 
@@ -100,22 +110,23 @@ class RuntimeContext:
 
     def get_actor_name(self):
         """The name of the current actor: ``""`` for an unnamed actor, None outside an actor
-        (Ray 2.60)."""
+        (Ray 2.60; in the driver with Ray's warning)."""
         ctx = self._ctx()
-        if ctx.actor_id is None:
+        if _in_driver(ctx) or ctx.actor_id is None:
             return None
         return ctx.actor_name or ""
 
     def get_task_name(self):
-        return self._ctx().task_name or None
+        """The running task's or actor call's name; None in the driver, with Ray's warning."""
+        ctx = self._ctx()
+        return None if _in_driver(ctx) else ctx.task_name or None
 
     def get_task_function_name(self):
         """The running task's or actor call's function as Ray names it (``module.function``,
         ``module.Class.method``; a script's module is its file name); None in the driver, with
         Ray's warning."""
         ctx = self._ctx()
-        if ctx.is_driver:
-            logger.warning("This method is only available when the process is a worker. Current mode: 0")
+        if _in_driver(ctx):
             return None
         return ctx.function_name or ctx.task_name or None
 

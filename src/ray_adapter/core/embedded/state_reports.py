@@ -101,7 +101,7 @@ class StateReports:
                 "node_id": worker.node.hex if worker is not None else None,
                 "pid": worker.pid if worker is not None else None,
                 "ray_namespace": o.namespace, "serialized_runtime_env": None,
-                "required_resources": dict(o.resources),
+                "required_resources": {k: float(v) for k, v in o.resources.items()},  # Ray: floats
                 "death_cause": death.facts() if death is not None else None,
                 "is_detached": o.detached, "placement_group_id": group.hex() if group else None,
                 "repr_name": "", "num_restarts": actor.num_restarts,

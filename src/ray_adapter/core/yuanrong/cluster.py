@@ -163,7 +163,7 @@ class ClusterView:
                      "state": "DEAD" if a.dead else "ALIVE", "job_id": self.job_id.hex(),
                      "name": a.info.name or "", "node_id": self.node_id.hex() if self.local_mode else None,
                      "pid": os.getpid() if self.local_mode else None, "ray_namespace": a.info.namespace,
-                     "required_resources": dict(a.resources), "is_detached": a.detached,
+                     "required_resources": {k: float(v) for k, v in a.resources.items()}, "is_detached": a.detached,
                      "death_cause": a.death.facts() if a.death is not None else None,
                      "num_restarts": 0, "num_restarts_due_to_lineage_reconstruction": 0,
                      "num_restarts_due_to_node_preemption": 0,
