@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -270,7 +271,13 @@ def test_real_rays_client_and_cli_drive_the_head_unchanged(head, tmp_path):
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["logs"] == "driver real\n" and seen["status"] == "SUCCEEDED"
+    # The job's log: its driver's output, after Ray's INFO lines of ray.init joining the head
+    # (a job's log under Ray has them too).
+    *joined, last = seen["logs"].splitlines()
+    assert last == "driver real" and seen["status"] == "SUCCEEDED", seen["logs"]
+    assert len(joined) == 2 and re.search(
+        r"\tINFO worker\.py:\d+ -- Connecting to existing Ray cluster at address: 127\.0\.0\.1:\d+\.\.\.$",
+        joined[0]) and joined[1].endswith(" -- Connected to Ray cluster."), seen["logs"]
     assert seen["job_id"] == "01000000" and seen["stopped"] is True and seen["long"] == "STOPPED"
     assert seen["listed"] == 2 and seen["deleted"] is True
     ray_cli = os.path.join(os.path.dirname(RAY_PYTHON), "ray")
