@@ -773,10 +773,12 @@ def test_a_decorated_class_del_runs_only_when_the_class_object_goes(ray):
     decorated.options(num_cpus=0)
     gc.collect()
     assert calls == []
-    assert ray.get(decorated.remote().ping.remote()) == 1
+    actor = decorated.remote()  # kept: on yr-local its instance is an object of this process,
+    assert ray.get(actor.ping.remote()) == 1  # whose __del__ would also land in `calls`
     del decorated
     gc.collect()
     assert calls == ["ActorClass(Plain)"]
+    del actor
 
 
 @pytest.mark.embedded_only("yr queues an actor's calls in arrival order across callers (matrix: "
