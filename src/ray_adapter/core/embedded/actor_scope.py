@@ -52,41 +52,34 @@ class ActorScope:
     # -- holders -----------------------------------------------------------------------------
     def add_handle(self, actor_id):
         """The driver made a handle object for ``actor_id``."""
-        with self._lock:
-            actor = self._actor(actor_id)
-            if actor is not None:
-                actor.scope.handles += 1
-                actor.scope.own += 1
+        self._count((actor_id,), 1, own=True)
 
     def drop_handle(self, actor_id):
         """Undo :meth:`add_handle`."""
-        ended = []
-        with self._lock:
-            actor = self._actor(actor_id)
-            if actor is not None:
-                actor.scope.handles -= 1
-                actor.scope.own -= 1
-                ended = self._check_locked(actor)
-        self._end(ended)
+        self._count((actor_id,), -1, own=True)
 
     def add_handles(self, actor_ids):
         """One more holder per id (a stored value holds a handle to each, repeats counted)."""
-        with self._lock:
-            for actor_id in actor_ids:
-                actor = self._actor(actor_id)
-                if actor is not None:
-                    actor.scope.handles += 1
+        self._count(actor_ids, 1, own=False)
 
     def drop_handles(self, actor_ids):
-        """Undo :meth:`add_handles` (or one :meth:`add_handle` per id)."""
+        """Undo :meth:`add_handles`."""
+        self._count(actor_ids, -1, own=False)
+
+    def _count(self, actor_ids, delta, own):
+        """``handles`` (and ``own``: the driver's handle objects) of each id += ``delta``; the
+        actors nothing holds any more end."""
         ended = []
         with self._lock:
             for actor_id in actor_ids:
                 actor = self._actor(actor_id)
                 if actor is None:
                     continue
-                actor.scope.handles -= 1
-                ended += self._check_locked(actor)
+                actor.scope.handles += delta
+                if own:
+                    actor.scope.own += delta
+                if delta < 0:
+                    ended += self._check_locked(actor)
         self._end(ended)
 
     def borrow(self, worker, actor_ids, delta):
