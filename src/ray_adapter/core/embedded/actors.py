@@ -533,6 +533,13 @@ class ActorManager:
     def uncarry(self, actor_ids):
         self.scope.uncarry(actor_ids)
 
+    def worker_of(self, task_id):
+        """The worker handle of the actor that runs call ``task_id``, or None (no process yet,
+        finished, not a call). Read without the lock: a hint, as ``TaskManager.worker_of``."""
+        call = self._calls.get(task_id)
+        actor = call.actor if call is not None else None
+        return actor.worker if actor is not None else None
+
     def unfinished_returns(self):
         """The return ids of every method call not finished yet (a snapshot; exit grace)."""
         with self._lock:

@@ -122,7 +122,8 @@ class EmbeddedBackend(RuntimeCore):
         self.objects = ObjectTable(
             on_free_handles=lambda actor_ids: self._releases.put(self.actors.scope.drop_handles, actor_ids),
             on_unread_error=lambda data, owner: self._releases.put(self._report_unread, (data, owner)),
-            on_adopt_handles=lambda actor_ids: self.actors.scope.add_handles(actor_ids))
+            on_adopt_handles=lambda actor_ids: self.actors.scope.add_handles(actor_ids),
+            run_elsewhere=lambda callbacks: self._callbacks.put(self.objects.run_callbacks, callbacks))
         self._on_unhandled_error = options.on_unhandled_error
         self.events = TaskEvents(self.job_id)
         self.groups = PlacementGroups(ids=self.ids, job_id=self.job_id, namespace=self.namespace,
@@ -131,6 +132,9 @@ class EmbeddedBackend(RuntimeCore):
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
         self._releases = DeferredReleases()
+        # Callbacks completed by a get that reads a worker's reply itself (driver_reading):
+        # they may run user code (a future's done-callback), never on that caller.
+        self._callbacks = DeferredReleases(name="ray-adapter-callbacks")
         self.metrics = MetricsExport(options.metrics_export_port)
         log_to_driver = options.log_to_driver
 
@@ -245,6 +249,7 @@ class EmbeddedBackend(RuntimeCore):
         _running.discard(self)
         self._stop_listening()
         self._releases.close()
+        self._callbacks.close()
         self.timers.close()
         self.groups.close()
         self.pool.shutdown(grace)
@@ -344,8 +349,10 @@ class EmbeddedBackend(RuntimeCore):
 
     def get(self, object_ids, timeout):
         self._check_started()
+        reader = self._reply_reader(object_ids[0]) if len(object_ids) == 1 else None
         # An id the table does not hold (freed, forged) is never ready, as in Ray: GetTimeout.
-        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True, unknown_ready=False):
+        if not self.objects.wait(object_ids, len(object_ids), timeout, on_error=True, unknown_ready=False,
+                                 reader=reader):
             raise errors.GetTimeout(timeout)
         values = []
         for data, is_error in self.objects.collect(object_ids):
@@ -353,6 +360,18 @@ class EmbeddedBackend(RuntimeCore):
                 raise serialization.loads(data)
             values.append(serialization.loads_value(data))
         return values
+
+    def _reply_reader(self, object_id):
+        """The read role of the worker whose reply will seal ``object_id`` (a running task's,
+        or the actor's of a call), for ``get`` to read that reply itself; None when it is
+        sealed already, not known, or the worker has not booted (see driver_reading)."""
+        task_id = self.objects.producer(object_id)
+        if task_id is None:
+            return None
+        worker = self.tasks.worker_of(task_id) or self.actors.worker_of(task_id)
+        if worker is None or not worker.booted:
+            return None
+        return worker.read_role
 
     def wait(self, object_ids, num_returns, timeout):
         self._check_started()

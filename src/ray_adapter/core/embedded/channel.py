@@ -316,6 +316,14 @@ class Channel:
         except OSError:
             pass
 
+    def abort(self):
+        """End the connection both ways without closing this end's descriptor: the reader
+        (still watching it) sees the end of the stream and reaps the peer."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def close(self):
         with self._lock:
             self._closed = True

@@ -41,6 +41,7 @@ import collections
 import enum
 import threading
 from _thread import allocate_lock as _allocate_lock
+from time import monotonic as _monotonic
 import traceback
 
 from ray_adapter.core import errors
@@ -51,6 +52,9 @@ from ray_adapter.core.execution import wait_seconds
 class ObjectState(enum.Enum):
     PENDING = "pending"   # its producing task has not finished
     READY = "ready"       # sealed: value or error
+
+
+_READY = ObjectState.READY
 
 
 class Entry:
@@ -74,31 +78,37 @@ class Entry:
 class _Waiter:
     """Counts sealed objects for one ``when_ready`` registration."""
 
-    __slots__ = ("remaining", "callback", "fired", "entries", "on_error")
+    __slots__ = ("remaining", "callback", "fired", "entries", "on_error", "direct")
 
-    def __init__(self, remaining, callback, on_error=False):
+    def __init__(self, remaining, callback, on_error=False, direct=False):
         self.remaining = remaining
         self.callback = callback
         self.fired = False
         self.entries = ()
         self.on_error = on_error  # fire as soon as one is sealed with an error (ray.get)
+        self.direct = direct      # a waiter's wake-up: called at once (see when_ready)
 
 
 class _Drain(threading.local):
     def __init__(self):
         self.active = False
+        self.held = False  # this thread reads a worker's frames inside get (see wait)
         self.queue = collections.deque()
 
 
 class ObjectTable:
     """Objects by id (bytes)."""
 
-    def __init__(self, on_free_handles=None, on_unread_error=None, on_adopt_handles=None):
+    def __init__(self, on_free_handles=None, on_unread_error=None, on_adopt_handles=None,
+                 run_elsewhere=None):
         """``on_free_handles(actor_ids)``: the actor handles pickled inside a value no longer
         kept (called under the table's lock: it must only queue); ``on_unread_error(data,
         owner)``: an error freed unread, and the process it was lent to at creation (None: the
         driver's own) (the same); ``on_adopt_handles(actor_ids)``: the handles inside a
-        value about to be stored (called outside the lock, before it is stored)."""
+        value about to be stored (called outside the lock, before it is stored);
+        ``run_elsewhere(callbacks)``: have another thread call :meth:`run_callbacks` with
+        them (the callbacks a ``get`` that reads a worker's frames itself completes: they may
+        run user code, never on that caller; see :meth:`wait`)."""
         self._lock = threading.Lock()
         self._objects = {}
         self._borrows = {}  # borrower (a worker handle) -> ids of the objects it holds
@@ -108,6 +118,7 @@ class ObjectTable:
         self._on_free_handles = on_free_handles or (lambda actor_ids: None)
         self._on_unread_error = on_unread_error or (lambda data, owner: None)
         self._on_adopt_handles = on_adopt_handles or (lambda actor_ids: None)
+        self._run_elsewhere = run_elsewhere or self.run_callbacks
 
     # -- creation ----------------------------------------------------------------------------
     def create(self, object_ids, refs, producer):
@@ -152,7 +163,7 @@ class ObjectTable:
                         for i, (oid, data) in enumerate(zip(return_ids, datas))])
 
     def seal_many(self, items):
-        fired = []
+        fired, direct = [], []
         with self._lock:
             for object_id, data, is_error in items:
                 entry = self._objects.get(object_id)
@@ -168,15 +179,24 @@ class ObjectTable:
                     waiter.remaining -= 1
                     if (waiter.remaining <= 0 or is_error and waiter.on_error) and not waiter.fired:
                         waiter.fired = True
-                        fired.append(waiter.callback)
+                        (direct if waiter.direct else fired).append(waiter.callback)
                         if self._unfulfillable:
                             self._unfulfillable.discard(waiter)
                 self._free_if_unused(object_id, entry)
+        for callback in direct:
+            callback(True)
         if fired:
             self._run(fired)
 
+    def run_callbacks(self, callbacks):
+        """Call each of ``callbacks`` with True, on this thread (see ``run_elsewhere``)."""
+        self._run(callbacks)
+
     def _run(self, callbacks):
         drain = self._drain
+        if drain.held:  # this thread is a caller inside get: never run user code on it
+            self._run_elsewhere(list(callbacks))
+            return
         if drain.active:
             drain.queue.extend(callbacks)
             return
@@ -366,13 +386,17 @@ class ObjectTable:
         return flags
 
     # -- waiting -----------------------------------------------------------------------------
-    def when_ready(self, object_ids, callback, needed=None, on_error=False, unknown_ready=True):
+    def when_ready(self, object_ids, callback, needed=None, on_error=False, unknown_ready=True,
+                   direct=False):
         """Call ``callback(True)`` once ``needed`` (default: all) of ``object_ids`` are sealed
         (at once, in this thread, if they are), or, ``on_error``, once one is sealed with an
         error. Ids the table does not hold count as ready, or, with ``unknown_ready=False``
         (the ids of a user's refs: Ray's rule), are never ready: a ref rebuilt from the hex of
         a freed object, or of an id never created, waits for ever as in Ray 2.60. Returns a
-        token for :meth:`cancel_wait`; on shutdown the callback gets ``False``."""
+        token for :meth:`cancel_wait`; on shutdown the callback gets ``False``. ``direct``: a
+        callback that seals nothing (a waiter's) is called at once when it fires here, even
+        inside another callback run by this thread (which queues the others: see the module
+        notes), so that a ``get`` in a future's done-callback does not wait for itself."""
         with self._lock:
             closed = self._closed
             if closed:
@@ -388,7 +412,7 @@ class ObjectTable:
                     objs[oid].is_error for oid in object_ids if oid in objs)
                 waiter = None
                 if not fire:
-                    waiter = _Waiter(short, callback, on_error)
+                    waiter = _Waiter(short, callback, on_error, direct)
                     waiter.entries = pending
                     for entry in pending:
                         if entry.waiters is None:
@@ -400,7 +424,10 @@ class ObjectTable:
         if closed:
             callback(False)
         elif fire:
-            self._run([callback])
+            if direct:
+                callback(True)
+            else:
+                self._run([callback])
         return waiter
 
     def cancel_wait(self, waiter):
@@ -421,10 +448,16 @@ class ObjectTable:
             waiter.entries = ()
         return True
 
-    def wait(self, object_ids, needed, timeout, on_error=False, unknown_ready=True):
+    def wait(self, object_ids, needed, timeout, on_error=False, unknown_ready=True, reader=None):
         """Block the calling thread until ``needed`` of ``object_ids`` are sealed (``on_error``:
         or one is sealed with an error); True if so within ``timeout`` seconds (None: forever).
-        ``unknown_ready`` as in :meth:`when_ready`. Raises NotInitialized on shutdown."""
+        ``unknown_ready`` as in :meth:`when_ready`. Raises NotInitialized on shutdown.
+
+        ``reader``: for one object, the read role of the worker whose reply seals it
+        (:class:`~.driver_reading.ReadRole`): this thread reads that worker's frames itself
+        while it waits, if the role is free. Callbacks that its reading completes, other than
+        waiters' wake-ups, go to ``run_elsewhere``: the caller of ``get`` may hold the user's
+        locks, a future's done-callback must not run on it."""
         flush_posted()  # about to block: the work this waits for may still be queued here
         signal = _allocate_lock()  # held: released by the callback (cheaper than an Event)
         signal.acquire()
@@ -433,8 +466,17 @@ class ObjectTable:
         def done(ok):
             outcome.append(ok)
             signal.release()
+            if reader is not None:
+                reader.wake()
 
-        waiter = self.when_ready(object_ids, done, needed, on_error, unknown_ready)
+        waiter = self.when_ready(object_ids, done, needed, on_error, unknown_ready, direct=True)
+        if not outcome and reader is not None and waiter is not None and not self._drain.held:
+            entry = waiter.entries[0] if waiter.entries else None
+            if entry is not None:
+                deadline = None if timeout is None else _monotonic() + max(timeout, 0)
+                self._read_for(reader, outcome, entry, deadline)
+                if deadline is not None:
+                    timeout = deadline - _monotonic()
         if not outcome:
             if timeout is not None and timeout <= 0:
                 if self.cancel_wait(waiter):
@@ -449,6 +491,16 @@ class ObjectTable:
         if not outcome[0]:
             raise errors.NotInitialized("ray.shutdown() was called while this call was waiting")
         return True
+
+    def _read_for(self, reader, outcome, entry, deadline):
+        """Read ``reader``'s channel on this thread until ``entry`` is sealed (or ``outcome``
+        says the wait ended otherwise); callbacks go elsewhere meanwhile (see :meth:`wait`)."""
+        drain = self._drain
+        drain.held = True
+        try:
+            reader.read_until(lambda: outcome or entry.state is _READY, deadline)
+        finally:
+            drain.held = False
 
     # -- shutdown ----------------------------------------------------------------------------
     def close(self):

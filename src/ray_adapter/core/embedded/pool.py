@@ -35,6 +35,7 @@ from ray_adapter.core import errors, ids
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import DriverCodec, Pins
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.driver_reading import ReadRole
 from ray_adapter.core.embedded.entry import default_worker as entry
 from ray_adapter.core.embedded.posts import flush_posted, flushes_before_blocking
 from ray_adapter.core.embedded.zygote import Zygote, preload_modules
@@ -67,7 +68,7 @@ class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "ran_tasks", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
                  "followers", "booted", "boot_failure", "job_id", "namespace", "times",
-                 "retired_for", "__weakref__")
+                 "retired_for", "read_role", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -89,6 +90,7 @@ class WorkerHandle:
             channel.codec = DriverCodec(arena, self.pins)
         self.spec = spec            # the runtime_envs.WorkerSpec it was started with
         self.followers = collections.deque()  # tasks sent behind the running one (task_pipeline)
+        self.read_role = ReadRole(channel)  # who reads its channel (driver_reading)
         self.booted = False         # it said Hello (set by its reader thread)
         self.boot_failure = None    # why a py_executable worker ended before Hello (its reader)
         # The attached driver's job this worker serves, or that peer's own (a
@@ -357,18 +359,20 @@ class WorkerPool:
         channel = worker.channel
         decode = protocol.driver_decoder.decode
         dispatch = self._dispatch
+
+        def receive():  # one frame, on whichever thread holds the read role
+            body, buffers = channel.recv()
+            message = decode(body)
+            if not worker.booted and type(message) is protocol.Hello:
+                if message.version != protocol.VERSION:  # another ray-adapter (py_executable)
+                    worker.boot_failure = version_failure(worker.spec.py_executable, message.version)
+                    return False
+                worker.booted = True
+            dispatch(worker, message, buffers)
+            return True
+
         try:
-            while True:
-                body, buffers = channel.recv()
-                message = decode(body)
-                if not worker.booted and type(message) is protocol.Hello:
-                    if message.version != protocol.VERSION:  # another ray-adapter (py_executable)
-                        worker.boot_failure = version_failure(worker.spec.py_executable, message.version)
-                        break
-                    worker.booted = True
-                dispatch(worker, message, buffers)
-                del message
-                del body, buffers  # do not keep the last payload alive until the next one
+            worker.read_role.serve(receive)
         except ChannelClosed:
             pass
         except BaseException:  # a handler bug: report it, then treat the worker as lost
@@ -391,6 +395,7 @@ class WorkerPool:
                 and worker.state is not WorkerState.RETIRED):
             worker.boot_failure = boot_failure(worker.spec.py_executable, worker.proc.returncode)
         worker.channel.close()
+        worker.read_role.close()
         worker.pins.clear()  # its views of arena blocks died with it
         with self._lock:
             self._live.discard(worker)

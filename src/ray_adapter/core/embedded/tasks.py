@@ -441,6 +441,13 @@ class TaskManager:
         if last and still_running:
             self._scheduler.reclaim(grant)
 
+    def worker_of(self, task_id):
+        """The worker handle task ``task_id`` was sent to, or None (not sent, finished, not a
+        task). Read without the lock: a hint for a reader of the reply (it may be stale by
+        the time it is used; the reply then comes another way)."""
+        record = self._tasks.get(task_id)
+        return record.worker if record is not None else None
+
     def unfinished_returns(self):
         """The return ids of every task not finished yet (a snapshot; exit grace)."""
         with self._lock:

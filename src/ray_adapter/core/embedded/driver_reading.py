@@ -1,0 +1,226 @@
+"""Which thread of the driver reads one worker's socket: the reader thread, or a caller of
+``ray.get`` that waits for that worker's reply (the driver's *read role*).
+
+Each worker's channel has a reader thread (:meth:`WorkerPool._reader`) that decodes what the
+worker sends and hands it to the dispatcher. A synchronous ``ray.get`` of one object whose
+producer runs on a known worker need not wait for that thread to read the reply and then wake
+it (two wake-ups per round trip): the caller *borrows* the role and reads the worker's frames
+itself, one at a time, until its object is sealed (:meth:`ReadRole.read_until`). The worker
+side's counterpart is :mod:`.worker_reading`.
+
+- The reader thread sleeps in ``epoll`` on the socket, never in a blocking ``recv``: it takes
+  :attr:`ReadRole.token`, reads the frames that are there, gives it back.
+- A borrower takes the token without waiting (if the reader holds it, the borrower waits for
+  its object as before: the reader dispatches the reply), disarms the socket in the reader's
+  ``epoll`` (so the reply wakes one thread, not two), waits in ``poll`` on the socket and a
+  wake-up pipe, reads and dispatches one frame and any whole frames already read ahead with
+  it, re-arms, and gives the token back. Wake-up pipes are kept in a free list, one per
+  borrower at a time, and never closed (a late wake-up never writes to a reused descriptor).
+- Frames are read in order by one thread at a time, whichever holds the token; a frame is
+  always dispatched by the thread that read it.
+- Callbacks that a borrower's dispatch completes run on another thread (the object table's
+  ``run_elsewhere``), except waiters' wake-ups: the caller of ``get`` may hold the user's
+  locks, and user code (a future's done-callback) never runs with a role held.
+- A frame is read and dispatched whole: on the main thread, SIGINT's Python handler is
+  replaced for the borrowed read (a KeyboardInterrupt between ``recv`` and dispatch would lose
+  the frame, or split it); a Ctrl-C meanwhile wakes the ``poll`` and is raised, by the handler
+  that was in place, after the role is given back. Another signal whose handler raises in the
+  middle of a frame leaves the stream unusable: the channel is shut down, so the worker is
+  reaped as a lost worker.
+- Whoever seals the awaited object on another thread (a retry on another worker, a cancel, the
+  worker's death, shutdown) wakes the borrower through :meth:`ReadRole.wake`.
+
+State: ``token`` is held by the reader while it reads and by a borrower for one frame;
+``closed`` is set by the reader, under the token, when its channel ended (no borrower reads it
+again); ``_borrower`` (the borrower's wake-up pipe) is written by the thread that holds the
+token as a borrower.
+"""
+import collections
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from ray_adapter.core.embedded.channel import ChannelClosed
+from ray_adapter.core.embedded.posts import flush_posted
+
+_MAIN_THREAD = threading.main_thread().ident
+_free_wakes = collections.deque()  # _Wake objects not in use (deque: pop/append are atomic)
+
+
+class _Wake:
+    """A borrower's wake-up: a non-blocking pipe and a ``poll`` object watching its end."""
+
+    __slots__ = ("r", "w", "poll")
+
+    def __init__(self):
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.w, False)
+        self.poll = select.poll()
+        self.poll.register(self.r, select.POLLIN)
+
+    def drain(self):
+        _drain(self.r)
+
+
+def _take_wake():
+    try:
+        return _free_wakes.pop()
+    except IndexError:
+        return _Wake()
+
+
+class ReadRole:
+    """The read role of one worker's channel in the driver (see the module notes).
+
+    ``receive()``, given to :meth:`serve`, reads and dispatches one frame; it returns False
+    when the reader must stop, and raises :class:`ChannelClosed` at the end of the stream."""
+
+    def __init__(self, channel):
+        self._channel = channel
+        self._sock_fd = channel.sock.fileno()
+        self._epoll = select.epoll()
+        self._epoll.register(self._sock_fd, select.EPOLLIN)
+        self._ready = select.poll()      # the socket has bytes now? (the reader, no blocking)
+        self._ready.register(self._sock_fd, select.POLLIN)
+        self.token = threading.Lock()
+        self.closed = False
+        self._borrower = None
+        self._borrower_ident = None  # its thread (its own dispatch needs no wake-up)
+        self._receive = None
+        self.borrowed_frames = 0  # frames read by borrowers (tests; written under the token)
+
+    # -- the reader thread ------------------------------------------------------------------
+    def serve(self, receive):
+        """The reader thread's loop: sleep until the socket has bytes (or a wake-up), then read
+        frames with ``receive()`` while there are some. Returns when ``receive()`` returns
+        False; raises what it raises (the channel is then closed to borrowers)."""
+        self._receive = receive
+        channel, ready, poll = self._channel, self._ready.poll, self._epoll.poll
+        while True:
+            flush_posted()  # about to block: what this thread posted goes out first
+            poll()
+            with self.token:
+                try:
+                    while channel.buffered() or ready(0):
+                        if not receive():
+                            self.closed = True
+                            return
+                except BaseException:
+                    self.closed = True
+                    raise
+
+    def close(self):
+        """Release the epoll (after the reader ended)."""
+        self.closed = True
+        self._epoll.close()
+
+    # -- a borrower --------------------------------------------------------------------------
+    def wake(self):
+        """Wake a borrower waiting in :meth:`read_until` (its object was sealed by another
+        thread). Any thread; a no-op when nobody borrows the role."""
+        wake = self._borrower
+        if wake is not None and threading.get_ident() != self._borrower_ident:
+            try:
+                os.write(wake.w, b"\0")
+            except OSError:  # wake-ups pending already: one is enough
+                pass
+
+    def read_until(self, until, deadline):
+        """Read this channel's frames on the calling thread until ``until()`` is true, the
+        ``deadline`` (``time.monotonic()``; None: none) passes, the reader holds the role, or
+        the channel ended. Returns True when ``until()`` is true. A Ctrl-C while it waits
+        raises KeyboardInterrupt (by the SIGINT handler that was in place) once the role is
+        given back."""
+        receive = self._receive
+        if receive is None or self.closed:
+            return until()
+        interrupted = []
+        previous = None
+        wake = _take_wake()
+        if threading.get_ident() == _MAIN_THREAD:
+            handler = signal.getsignal(signal.SIGINT)
+            if callable(handler):
+                def defer(signum, frame):
+                    interrupted.append((signum, frame))
+                    try:
+                        os.write(wake.w, b"\0")  # the wait in poll ends
+                    except OSError:
+                        pass
+                previous = handler
+                signal.signal(signal.SIGINT, defer)
+        try:
+            while not until() and not interrupted:
+                read = self._borrow(deadline, receive, wake)
+                if read is None:
+                    break
+                if read:
+                    flush_posted()  # what the frame's handling posted goes out now
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            _free_wakes.append(wake)  # (a late wake-up left in it ends one later poll early)
+        if interrupted:
+            previous(*interrupted[0])  # Python's handler raises KeyboardInterrupt here
+        return until()
+
+    def _borrow(self, deadline, receive, wake):
+        """Take the role for one frame: wait for it, read and dispatch it. True: a frame was
+        read; False: none (a wake-up); None: none will be read this way (the reader holds the
+        role, time is up, the channel ended)."""
+        if self.closed or not self.token.acquire(False):
+            return None
+        try:
+            if self.closed:
+                return None
+            channel = self._channel
+            self._borrower_ident = threading.get_ident()
+            self._borrower = wake
+            self._epoll.modify(self._sock_fd, 0)  # the reply wakes this thread only
+            try:
+                if not channel.buffered():
+                    flush_posted()  # about to block: what this thread posted goes out first
+                    timeout = None
+                    if deadline is not None:
+                        timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+                    wake.poll.register(self._sock_fd, select.POLLIN)
+                    try:
+                        events = dict(wake.poll.poll(timeout))
+                    finally:
+                        wake.poll.unregister(self._sock_fd)
+                    if wake.r in events:
+                        wake.drain()
+                    if self._sock_fd not in events:
+                        return False if events else None  # woken, or time is up
+                try:
+                    receive()
+                    self.borrowed_frames += 1
+                    while channel.buffered():  # whole frames read ahead with it: no wait
+                        receive()
+                        self.borrowed_frames += 1
+                except ChannelClosed:
+                    return None  # the reader sees the end too, and reaps the worker
+                except BaseException as exc:
+                    if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        sys.stderr.write("ray-adapter: internal error handling a message of a "
+                                         f"worker; the worker is stopped:\n{traceback.format_exc()}")
+                    self._channel.abort()  # the stream may be cut mid-frame: the reader reaps
+                    raise
+                return True
+            finally:
+                self._borrower = None
+                self._epoll.modify(self._sock_fd, select.EPOLLIN)
+        finally:
+            self.token.release()
+
+
+def _drain(fd):
+    try:
+        while os.read(fd, 64):
+            pass
+    except (BlockingIOError, OSError):
+        pass
