@@ -21,12 +21,13 @@ side's counterpart is :mod:`.worker_reading`.
 - Callbacks that a borrower's dispatch completes run on another thread (the object table's
   ``run_elsewhere``), except waiters' wake-ups: the caller of ``get`` may hold the user's
   locks, and user code (a future's done-callback) never runs with a role held.
-- A frame is read and dispatched whole: on the main thread, SIGINT's Python handler is
-  replaced for the borrowed read (a KeyboardInterrupt between ``recv`` and dispatch would lose
-  the frame, or split it); a Ctrl-C meanwhile wakes the ``poll`` and is raised, by the handler
-  that was in place, after the role is given back. Another signal whose handler raises in the
-  middle of a frame leaves the stream unusable: the channel is shut down, so the worker is
-  reaped as a lost worker.
+- A frame is read and dispatched whole: on the main thread, the Python handlers of SIGINT,
+  SIGTERM, the timers' and the user signals are replaced for the borrowed read (a
+  KeyboardInterrupt, or a timeout's exception, between ``recv`` and dispatch would lose the
+  frame, or split it); such a signal meanwhile wakes the ``poll``, ends the read, and is
+  delivered again to the handler that was in place once the role is given back. A handler of
+  another signal that raises in the middle of a frame leaves the stream unusable: the channel
+  is shut down, so the worker is reaped as a lost worker.
 - Whoever seals the awaited object on another thread (a retry on another worker, a cancel, the
   worker's death, shutdown) wakes the borrower through :meth:`ReadRole.wake`.
 
@@ -43,11 +44,20 @@ import sys
 import threading
 import time
 import traceback
+# (signal's wrappers convert each handler to an enum: a few microseconds per get)
+from _signal import getsignal as _getsignal, raise_signal as _raise_signal, signal as _setsignal
 
 from ray_adapter.core.embedded.channel import ChannelClosed
 from ray_adapter.core.embedded.posts import flush_posted
 
 _MAIN_THREAD = threading.main_thread().ident
+#: Signals whose Python handler (if one is set) is deferred while a borrower handles a frame:
+#: Ctrl-C, termination, timers (``signal.alarm`` / ``setitimer`` timeouts raise from theirs),
+#: the user signals. A handler of another signal that raises in the middle of a frame leaves
+#: the stream cut: the channel is shut down and its worker reaped as lost.
+_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in (
+    "SIGINT", "SIGTERM", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGHUP", "SIGUSR1", "SIGUSR2",
+    "SIGQUIT", "SIGXCPU") if hasattr(signal, name))
 _free_wakes = collections.deque()  # _Wake objects not in use (deque: pop/append are atomic)
 
 
@@ -133,39 +143,42 @@ class ReadRole:
     def read_until(self, until, deadline):
         """Read this channel's frames on the calling thread until ``until()`` is true, the
         ``deadline`` (``time.monotonic()``; None: none) passes, the reader holds the role, or
-        the channel ended. Returns True when ``until()`` is true. A Ctrl-C while it waits
-        raises KeyboardInterrupt (by the SIGINT handler that was in place) once the role is
-        given back."""
+        the channel ended. Returns True when ``until()`` is true. On the main thread the Python
+        handlers of :data:`_DEFERRED_SIGNALS` are deferred meanwhile: a signal ends the read
+        and is delivered again once the role is given back (a Ctrl-C raises KeyboardInterrupt
+        from here, by the handler that was in place)."""
         receive = self._receive
         if receive is None or self.closed:
             return until()
-        interrupted = []
-        previous = None
+        deferred = set()
         wake = _take_wake()
-        if threading.get_ident() == _MAIN_THREAD:
-            handler = signal.getsignal(signal.SIGINT)
-            if callable(handler):
+        swapped = []  # (signal, its handler), each added before the handler is replaced
+        try:
+            if threading.get_ident() == _MAIN_THREAD:
                 def defer(signum, frame):
-                    interrupted.append((signum, frame))
+                    deferred.add(signum)
                     try:
                         os.write(wake.w, b"\0")  # the wait in poll ends
                     except OSError:
                         pass
-                previous = handler
-                signal.signal(signal.SIGINT, defer)
-        try:
-            while not until() and not interrupted:
+                for signum in _DEFERRED_SIGNALS:
+                    handler = _getsignal(signum)
+                    if callable(handler):
+                        swapped.append((signum, handler))
+                        _setsignal(signum, defer)
+            while not until() and not deferred:
                 read = self._borrow(deadline, receive, wake)
                 if read is None:
                     break
                 if read:
                     flush_posted()  # what the frame's handling posted goes out now
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            _restore(swapped)
             _free_wakes.append(wake)  # (a late wake-up left in it ends one later poll early)
-        if interrupted:
-            previous(*interrupted[0])  # Python's handler raises KeyboardInterrupt here
+        for signum in sorted(deferred):
+            # Delivered again, to the handler in place: Python runs it at once (a handler that
+            # raises, as SIGINT's KeyboardInterrupt or a timeout's alarm, raises from here).
+            _raise_signal(signum)
         return until()
 
     def _borrow(self, deadline, receive, wake):
@@ -216,6 +229,19 @@ class ReadRole:
                 self._epoll.modify(self._sock_fd, select.EPOLLIN)
         finally:
             self.token.release()
+
+
+def _restore(swapped):
+    """Put back each ``(signal, handler)`` of ``swapped`` (emptied as it goes). A restored
+    handler may raise before the rest are back (its signal came meanwhile): the rest are put
+    back all the same, then that exception goes on."""
+    try:
+        while swapped:
+            _setsignal(*swapped[-1])
+            swapped.pop()
+    finally:
+        if swapped:
+            _restore(swapped)
 
 
 def _drain(fd):

@@ -458,7 +458,8 @@ class ObjectTable:
         while it waits, if the role is free. Callbacks that its reading completes, other than
         waiters' wake-ups, go to ``run_elsewhere``: the caller of ``get`` may hold the user's
         locks, a future's done-callback must not run on it."""
-        flush_posted()  # about to block: the work this waits for may still be queued here
+        if reader is None:  # (a reader flushes before it blocks, its signals deferred)
+            flush_posted()  # about to block: the work this waits for may still be queued here
         signal = _allocate_lock()  # held: released by the callback (cheaper than an Event)
         signal.acquire()
         outcome = []
@@ -477,6 +478,8 @@ class ObjectTable:
                 self._read_for(reader, outcome, entry, deadline)
                 if deadline is not None:
                     timeout = deadline - _monotonic()
+        if not outcome and reader is not None:
+            flush_posted()  # (not read here after all: it blocks below)
         if not outcome:
             if timeout is not None and timeout <= 0:
                 if self.cancel_wait(waiter):
