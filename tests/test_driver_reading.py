@@ -238,3 +238,30 @@ def test_threads_and_the_main_thread_share_one_workers_replies(ray):
         thread.join(120)
     assert not errors
     assert results == {t: [(t, i) for i in range(200)] for t in list(range(6)) + ["main"]}
+
+
+def test_a_slow_done_callback_holds_up_none_of_the_runtimes_own_work(ray):
+    @ray.remote
+    def quick():
+        time.sleep(0.3)
+        return 1
+
+    @ray.remote
+    def slow():
+        time.sleep(1.0)
+        return 2
+
+    @ray.remote
+    def plus(x):
+        return x + 1
+
+    ray.get([quick.remote(), slow.remote()])  # both workers started
+    first = slow.remote()
+    dependent = plus.remote(first)  # submitted when ``first`` is sealed
+    short = quick.remote()
+    short.future().add_done_callback(lambda f: time.sleep(3))  # the user's slow callback
+    assert ray.get(short, timeout=30) == 1  # read here: the callback runs elsewhere
+    assert ray.get(first, timeout=30) == 2  # read here: ``dependent`` is submitted at once
+    start = time.monotonic()
+    assert ray.get(dependent, timeout=30) == 3
+    assert time.monotonic() - start < 1.5

@@ -31,6 +31,7 @@ from ray_adapter.core.embedded.arena import Arena
 from ray_adapter.core.embedded.attach_server import AttachServer
 from ray_adapter.core.embedded.demands import InfeasibleWarnings
 from ray_adapter.core.embedded.drivers import AttachedDrivers, is_driver
+from ray_adapter.core.embedded.driver_reading import close_free_wakes
 from ray_adapter.core.embedded.posts import flush_posted
 from ray_adapter.core.embedded.protocol import to_payload
 from ray_adapter.core.embedded.nodes import Nodes, describe_all, make_head
@@ -132,8 +133,8 @@ class EmbeddedBackend(RuntimeCore):
         self.functions = {}   # function / class key -> pickled blob (dict ops are atomic)
         self.timers = Timers()
         self._releases = DeferredReleases()
-        # Callbacks completed by a get that reads a worker's reply itself (driver_reading):
-        # they may run user code (a future's done-callback), never on that caller.
+        # Futures' callbacks completed by a get that reads a worker's reply itself
+        # (driver_reading): they run user code (done-callbacks), never on that caller.
         self._callbacks = DeferredReleases(name="ray-adapter-callbacks")
         self.metrics = MetricsExport(options.metrics_export_port)
         log_to_driver = options.log_to_driver
@@ -254,6 +255,7 @@ class EmbeddedBackend(RuntimeCore):
         self.groups.close()
         self.pool.shutdown(grace)
         self.objects.close()  # every get/wait still blocked raises NotInitialized
+        close_free_wakes()  # (no worker left to read: the callers' wake-up pipes go)
         if self.arena is not None:
             serialization.set_allocator(None)
             self.arena.close()
@@ -400,7 +402,7 @@ class EmbeddedBackend(RuntimeCore):
 
         self._check_started()
         # An id the table does not hold never settles (Ray's future of such a ref never does).
-        self.objects.when_ready([object_id], settle, unknown_ready=False)
+        self.objects.when_ready([object_id], settle, unknown_ready=False, user=True)
         return future
 
     def add_local_reference(self, object_id):

@@ -15,12 +15,15 @@ side's counterpart is :mod:`.worker_reading`.
   ``epoll`` (so the reply wakes one thread, not two), waits in ``poll`` on the socket and a
   wake-up pipe, reads and dispatches one frame and any whole frames already read ahead with
   it, re-arms, and gives the token back. Wake-up pipes are kept in a free list, one per
-  borrower at a time, and never closed (a late wake-up never writes to a reused descriptor).
+  borrower at a time, closed only when the runtime shuts down (a late wake-up never writes
+  to a reused descriptor while it runs).
 - Frames are read in order by one thread at a time, whichever holds the token; a frame is
   always dispatched by the thread that read it.
-- Callbacks that a borrower's dispatch completes run on another thread (the object table's
-  ``run_elsewhere``), except waiters' wake-ups: the caller of ``get`` may hold the user's
-  locks, and user code (a future's done-callback) never runs with a role held.
+- Callbacks that a borrower's dispatch completes and that may run user code (a future's
+  done-callbacks) run on another thread (the object table's ``run_elsewhere``): the caller
+  of ``get`` may hold the user's locks, and user code never runs with a role held. The
+  runtime's own callbacks (a dependent task submitted, a waiter woken) run at once, as on
+  the reader thread.
 - A frame is read and dispatched whole: on the main thread, the Python handlers of SIGINT,
   SIGTERM, the timers' and the user signals are replaced for the borrowed read (a
   KeyboardInterrupt, or a timeout's exception, between ``recv`` and dispatch would lose the
@@ -84,6 +87,20 @@ def _take_wake():
         return _Wake()
 
 
+def close_free_wakes():
+    """Close the wake-up pipes not in use (a runtime shut down; one taken later is new)."""
+    while True:
+        try:
+            wake = _free_wakes.pop()
+        except IndexError:
+            return
+        for fd in (wake.r, wake.w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class ReadRole:
     """The read role of one worker's channel in the driver (see the module notes).
 
@@ -125,8 +142,10 @@ class ReadRole:
                     raise
 
     def close(self):
-        """Release the epoll (after the reader ended)."""
+        """Release the epoll (after the reader ended), and ``receive`` (which refers to the
+        worker's handle, which refers to this role: the handle goes with its last reference)."""
         self.closed = True
+        self._receive = None
         self._epoll.close()
 
     # -- a borrower --------------------------------------------------------------------------
@@ -148,12 +167,13 @@ class ReadRole:
         and is delivered again once the role is given back (a Ctrl-C raises KeyboardInterrupt
         from here, by the handler that was in place)."""
         receive = self._receive
-        if receive is None or self.closed:
-            return until()
+        if receive is None or self.closed or self.token.locked():
+            return until()  # (locked: the reader or another caller reads; none is taken here)
         deferred = set()
-        wake = _take_wake()
+        wake = None
         swapped = []  # (signal, its handler), each added before the handler is replaced
         try:
+            wake = _take_wake()
             if threading.get_ident() == _MAIN_THREAD:
                 def defer(signum, frame):
                     deferred.add(signum)
@@ -174,7 +194,8 @@ class ReadRole:
                     flush_posted()  # what the frame's handling posted goes out now
         finally:
             _restore(swapped)
-            _free_wakes.append(wake)  # (a late wake-up left in it ends one later poll early)
+            if wake is not None:
+                _free_wakes.append(wake)  # (a late wake-up left in it ends one later poll early)
         for signum in sorted(deferred):
             # Delivered again, to the handler in place: Python runs it at once (a handler that
             # raises, as SIGINT's KeyboardInterrupt or a timeout's alarm, raises from here).

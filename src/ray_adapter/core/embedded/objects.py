@@ -78,15 +78,16 @@ class Entry:
 class _Waiter:
     """Counts sealed objects for one ``when_ready`` registration."""
 
-    __slots__ = ("remaining", "callback", "fired", "entries", "on_error", "direct")
+    __slots__ = ("remaining", "callback", "fired", "entries", "on_error", "direct", "user")
 
-    def __init__(self, remaining, callback, on_error=False, direct=False):
+    def __init__(self, remaining, callback, on_error=False, direct=False, user=False):
         self.remaining = remaining
         self.callback = callback
         self.fired = False
         self.entries = ()
         self.on_error = on_error  # fire as soon as one is sealed with an error (ray.get)
         self.direct = direct      # a waiter's wake-up: called at once (see when_ready)
+        self.user = user          # it may run user code (see when_ready)
 
 
 class _Drain(threading.local):
@@ -107,8 +108,8 @@ class ObjectTable:
         driver's own) (the same); ``on_adopt_handles(actor_ids)``: the handles inside a
         value about to be stored (called outside the lock, before it is stored);
         ``run_elsewhere(callbacks)``: have another thread call :meth:`run_callbacks` with
-        them (the callbacks a ``get`` that reads a worker's frames itself completes: they may
-        run user code, never on that caller; see :meth:`wait`)."""
+        them (the callbacks that may run user code, completed by a ``get`` that reads a
+        worker's frames itself: never run on that caller; see :meth:`wait`)."""
         self._lock = threading.Lock()
         self._objects = {}
         self._borrows = {}  # borrower (a worker handle) -> ids of the objects it holds
@@ -163,7 +164,7 @@ class ObjectTable:
                         for i, (oid, data) in enumerate(zip(return_ids, datas))])
 
     def seal_many(self, items):
-        fired, direct = [], []
+        fired, direct, user = [], [], None
         with self._lock:
             for object_id, data, is_error in items:
                 entry = self._objects.get(object_id)
@@ -179,12 +180,19 @@ class ObjectTable:
                     waiter.remaining -= 1
                     if (waiter.remaining <= 0 or is_error and waiter.on_error) and not waiter.fired:
                         waiter.fired = True
-                        (direct if waiter.direct else fired).append(waiter.callback)
+                        if waiter.direct:
+                            direct.append(waiter.callback)
+                        elif waiter.user and self._drain.held:
+                            user = (user or []) + [waiter.callback]
+                        else:
+                            fired.append(waiter.callback)
                         if self._unfulfillable:
                             self._unfulfillable.discard(waiter)
                 self._free_if_unused(object_id, entry)
         for callback in direct:
             callback(True)
+        if user:
+            self._run_elsewhere(user)
         if fired:
             self._run(fired)
 
@@ -194,9 +202,6 @@ class ObjectTable:
 
     def _run(self, callbacks):
         drain = self._drain
-        if drain.held:  # this thread is a caller inside get: never run user code on it
-            self._run_elsewhere(list(callbacks))
-            return
         if drain.active:
             drain.queue.extend(callbacks)
             return
@@ -387,7 +392,7 @@ class ObjectTable:
 
     # -- waiting -----------------------------------------------------------------------------
     def when_ready(self, object_ids, callback, needed=None, on_error=False, unknown_ready=True,
-                   direct=False):
+                   direct=False, user=False):
         """Call ``callback(True)`` once ``needed`` (default: all) of ``object_ids`` are sealed
         (at once, in this thread, if they are), or, ``on_error``, once one is sealed with an
         error. Ids the table does not hold count as ready, or, with ``unknown_ready=False``
@@ -396,7 +401,11 @@ class ObjectTable:
         token for :meth:`cancel_wait`; on shutdown the callback gets ``False``. ``direct``: a
         callback that seals nothing (a waiter's) is called at once when it fires here, even
         inside another callback run by this thread (which queues the others: see the module
-        notes), so that a ``get`` in a future's done-callback does not wait for itself."""
+        notes), so that a ``get`` in a future's done-callback does not wait for itself.
+        ``user``: a callback that may run user code (a future's done-callbacks): when a
+        ``get``'s own reading of a worker's frames completes it, it runs on the
+        ``run_elsewhere`` thread, never on that caller (which may hold the user's locks); other
+        callbacks run where the object was sealed, as a worker's reader thread runs them."""
         with self._lock:
             closed = self._closed
             if closed:
@@ -412,7 +421,7 @@ class ObjectTable:
                     objs[oid].is_error for oid in object_ids if oid in objs)
                 waiter = None
                 if not fire:
-                    waiter = _Waiter(short, callback, on_error, direct)
+                    waiter = _Waiter(short, callback, on_error, direct, user)
                     waiter.entries = pending
                     for entry in pending:
                         if entry.waiters is None:
@@ -455,9 +464,9 @@ class ObjectTable:
 
         ``reader``: for one object, the read role of the worker whose reply seals it
         (:class:`~.driver_reading.ReadRole`): this thread reads that worker's frames itself
-        while it waits, if the role is free. Callbacks that its reading completes, other than
-        waiters' wake-ups, go to ``run_elsewhere``: the caller of ``get`` may hold the user's
-        locks, a future's done-callback must not run on it."""
+        while it waits, if the role is free. Callbacks that its reading completes and that may
+        run user code go to ``run_elsewhere``: the caller of ``get`` may hold the user's locks,
+        a future's done-callback must not run on it."""
         if reader is None:  # (a reader flushes before it blocks, its signals deferred)
             flush_posted()  # about to block: the work this waits for may still be queued here
         signal = _allocate_lock()  # held: released by the callback (cheaper than an Event)
@@ -471,7 +480,10 @@ class ObjectTable:
                 reader.wake()
 
         waiter = self.when_ready(object_ids, done, needed, on_error, unknown_ready, direct=True)
-        if not outcome and reader is not None and waiter is not None and not self._drain.held:
+        drain = self._drain
+        if not outcome and reader is not None and waiter is not None and not (drain.held or drain.active):
+            # (Not inside a callback this thread runs: the callbacks its reading completes
+            # would wait in this thread's queue until that callback returns.)
             entry = waiter.entries[0] if waiter.entries else None
             if entry is not None:
                 deadline = None if timeout is None else _monotonic() + max(timeout, 0)
@@ -497,7 +509,8 @@ class ObjectTable:
 
     def _read_for(self, reader, outcome, entry, deadline):
         """Read ``reader``'s channel on this thread until ``entry`` is sealed (or ``outcome``
-        says the wait ended otherwise); callbacks go elsewhere meanwhile (see :meth:`wait`)."""
+        says the wait ended otherwise); user callbacks go elsewhere meanwhile (see
+        :meth:`wait`)."""
         drain = self._drain
         drain.held = True
         try:
