@@ -173,7 +173,10 @@ class ReadRole:
         wake = None
         swapped = []  # (signal, its handler), each added before the handler is replaced
         try:
-            wake = _take_wake()
+            try:
+                wake = _take_wake()
+            except OSError:  # out of descriptors (EMFILE): the reader thread reads, as before
+                return until()
             if threading.get_ident() == _MAIN_THREAD:
                 def defer(signum, frame):
                     deferred.add(signum)
