@@ -24,9 +24,11 @@ from ray_adapter.core.threads import start_daemon
 #: Longest a posted frame waits to be written when no thread blocks meanwhile (seconds).
 FLUSH_DELAY = 0.0005
 #: A post this soon (seconds) after the channel's previous post is part of a burst and is
-#: batched (thousands of ``.remote()`` calls in a loop); a later one is written at once by the
-#: posting thread (no delay, no kick).
-BURST_WINDOW = 0.0002
+#: batched (thousands of ``.remote()`` calls in a loop, some tens of microseconds apart); a
+#: later one is written at once by the posting thread (no delay, no kick). Below a synchronous
+#: round trip (about 150-200 us here): a ``ray.get(f.remote())`` loop is no burst, and does not
+#: wake the kick thread for each call.
+BURST_WINDOW = 0.0001
 #: A posting thread writes its channel's queue itself once this many pieces wait in it: the
 #: kick thread needs the GIL, so a driver that goes on into C code holding it leaves at most
 #: these frames waiting until it lets go (or blocks, or posts again).
