@@ -265,3 +265,19 @@ def test_a_slow_done_callback_holds_up_none_of_the_runtimes_own_work(ray):
     start = time.monotonic()
     assert ray.get(dependent, timeout=30) == 3
     assert time.monotonic() - start < 1.5
+
+
+def test_a_get_with_timeout_zero_does_not_wait(ray):
+    @ray.remote
+    def slow():
+        time.sleep(2)
+        return 1
+
+    ray.get(slow.remote())  # its worker is known: a waiting get would read its replies
+    ref = slow.remote()
+    start = time.monotonic()
+    for _ in range(200):  # each would take at least a millisecond if it waited
+        with pytest.raises(ray.exceptions.GetTimeoutError):
+            ray.get(ref, timeout=0)
+    assert time.monotonic() - start < 0.15
+    assert ray.get(ref, timeout=30) == 1

@@ -40,6 +40,7 @@ again); ``_borrower`` (the borrower's wake-up pipe) is written by the thread tha
 token as a borrower.
 """
 import collections
+import math
 import os
 import select
 import signal
@@ -223,7 +224,7 @@ class ReadRole:
                     flush_posted()  # about to block: what this thread posted goes out first
                     timeout = None
                     if deadline is not None:
-                        timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+                        timeout = max(0, math.ceil((deadline - time.monotonic()) * 1000))
                     wake.poll.register(self._sock_fd, select.POLLIN)
                     try:
                         events = dict(wake.poll.poll(timeout))

@@ -183,7 +183,9 @@ class ObjectTable:
                         if waiter.direct:
                             direct.append(waiter.callback)
                         elif waiter.user and self._drain.held:
-                            user = (user or []) + [waiter.callback]
+                            if user is None:
+                                user = []
+                            user.append(waiter.callback)
                         else:
                             fired.append(waiter.callback)
                         if self._unfulfillable:
@@ -481,9 +483,11 @@ class ObjectTable:
 
         waiter = self.when_ready(object_ids, done, needed, on_error, unknown_ready, direct=True)
         drain = self._drain
-        if not outcome and reader is not None and waiter is not None and not (drain.held or drain.active):
+        if (not outcome and reader is not None and waiter is not None and not (drain.held or drain.active)
+                and (timeout is None or timeout > 0)):
             # (Not inside a callback this thread runs: the callbacks its reading completes
-            # would wait in this thread's queue until that callback returns.)
+            # would wait in this thread's queue until that callback returns. Not for a get
+            # that does not wait: timeout 0 answers at once.)
             entry = waiter.entries[0] if waiter.entries else None
             if entry is not None:
                 deadline = None if timeout is None else _monotonic() + max(timeout, 0)
