@@ -10,6 +10,7 @@ inherit the mask their creator holds while starting them), so those go to the ma
 to a thread of the user's.
 """
 import contextlib
+import os
 import signal
 import threading
 
@@ -43,3 +44,13 @@ def start_daemon(target, name, args=()):
     with blocking_signals():
         thread.start()
     return thread
+
+
+def drain_wakeups(fd):
+    """Read and drop the bytes waiting in ``fd``, the read end of a non-blocking wake-up pipe
+    (a thread woken through it has seen the wake-up; what is left would wake it again)."""
+    try:
+        while os.read(fd, 64):
+            pass
+    except BlockingIOError:
+        pass

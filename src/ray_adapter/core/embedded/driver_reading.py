@@ -24,10 +24,10 @@ side's counterpart is :mod:`.worker_reading`.
   of ``get`` may hold the user's locks, and user code never runs with a role held. The
   runtime's own callbacks (a dependent task submitted, a waiter woken) run at once, as on
   the reader thread.
-- A frame is read and dispatched whole: on the main thread, the Python handlers of SIGINT,
-  SIGTERM, the timers' and the user signals are replaced for the borrowed read (a
-  KeyboardInterrupt, or a timeout's exception, between ``recv`` and dispatch would lose the
-  frame, or split it); such a signal meanwhile wakes the ``poll``, ends the read, and is
+- A frame is read and dispatched whole: on the main thread, the Python handlers of the
+  signals a program may handle (SIGINT, SIGTERM, the timers', the user signals: see
+  :data:`_DEFERRED_SIGNALS`) are replaced for the borrowed read (a KeyboardInterrupt, or a
+  timeout's exception, between ``recv`` and dispatch would lose the frame, or split it); such a signal meanwhile wakes the ``poll``, ends the read, and is
   delivered again to the handler that was in place once the role is given back. A handler of
   another signal that raises in the middle of a frame leaves the stream unusable: the channel
   is shut down, so the worker is reaped as a lost worker.
@@ -53,15 +53,16 @@ from _signal import getsignal as _getsignal, raise_signal as _raise_signal, sign
 
 from ray_adapter.core.embedded.channel import ChannelClosed
 from ray_adapter.core.embedded.posts import flush_posted
+from ray_adapter.core.threads import BLOCKED, drain_wakeups
 
 _MAIN_THREAD = threading.main_thread().ident
 #: Signals whose Python handler (if one is set) is deferred while a borrower handles a frame:
-#: Ctrl-C, termination, timers (``signal.alarm`` / ``setitimer`` timeouts raise from theirs),
-#: the user signals. A handler of another signal that raises in the middle of a frame leaves
-#: the stream cut: the channel is shut down and its worker reaped as lost.
-_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in (
-    "SIGINT", "SIGTERM", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGHUP", "SIGUSR1", "SIGUSR2",
-    "SIGQUIT", "SIGXCPU") if hasattr(signal, name))
+#: those a program may install handlers for (the runtime's threads block them: ``threads.BLOCKED``,
+#: Ctrl-C, termination, the alarm, the user signals), and the other timers' (``setitimer``
+#: timeouts raise from theirs). A handler of another signal that raises in the middle of a frame
+#: leaves the stream cut: the channel is shut down and its worker reaped as lost.
+_DEFERRED_SIGNALS = tuple(sorted(int(signum) for signum in BLOCKED | {getattr(signal, name) for name in (
+    "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)}))
 _free_wakes = collections.deque()  # _Wake objects not in use (deque: pop/append are atomic)
 
 
@@ -78,7 +79,7 @@ class _Wake:
         self.poll.register(self.r, select.POLLIN)
 
     def drain(self):
-        _drain(self.r)
+        drain_wakeups(self.r)
 
 
 def _take_wake():
@@ -267,11 +268,3 @@ def _restore(swapped):
     finally:
         if swapped:
             _restore(swapped)
-
-
-def _drain(fd):
-    try:
-        while os.read(fd, 64):
-            pass
-    except (BlockingIOError, OSError):
-        pass

@@ -32,6 +32,7 @@ import select
 import threading
 
 from ray_adapter.core.embedded.posts import flush_posted
+from ray_adapter.core.threads import drain_wakeups
 
 
 class ReadRole:
@@ -101,16 +102,9 @@ class ReadRole:
             flush_posted()  # about to block: what this thread posted (a cancel's answer) goes
             for fd, _ in self._epoll.poll():
                 if fd == self._wake_r:
-                    self._drain_wakes()
+                    drain_wakeups(self._wake_r)
             with self.token:  # waits while the main thread reads (it was idle meanwhile)
                 while not self.main_wants and (channel.buffered() or ready(0)):
                     self.helper_reads += 1
                     if not receive():
                         return
-
-    def _drain_wakes(self):
-        try:
-            while os.read(self._wake_r, 64):
-                pass
-        except BlockingIOError:
-            pass
