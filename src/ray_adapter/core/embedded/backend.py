@@ -370,7 +370,7 @@ class EmbeddedBackend(RuntimeCore):
         task_id = self.objects.producer(object_id)
         if task_id is None:
             return None
-        worker = self.tasks.worker_of(task_id) or self.actors.worker_of(task_id)
+        worker = (self.actors if ids.names_actor(task_id) else self.tasks).worker_of(task_id)
         if worker is None or not worker.booted:
             return None
         return worker.read_role
