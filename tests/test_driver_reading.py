@@ -2,8 +2,8 @@
 (embedded runtime, see ``driver_reading``), and nothing a user relies on changes: Ctrl-C still
 interrupts the get (and only the get: the reply is not lost, the user's SIGINT handler is back
 afterwards), a future's done-callback may call ``ray.get`` and never runs on the caller, an
-object sealed by another thread ends the wait at once, many threads share one worker's
-replies."""
+object sealed by another thread ends the wait at once (many threads sharing one worker's
+replies: ``test_sync_gets``)."""
 import os
 import subprocess
 import sys
@@ -201,31 +201,6 @@ def test_the_role_over_a_real_socket_wakes_its_borrower_for_either_way_an_object
         channel.close()
         role.close()
     assert not reader.is_alive() and role.closed
-
-
-def test_threads_and_the_main_thread_share_one_workers_replies(ray):
-    @ray.remote
-    class Echo:
-        def echo(self, x):
-            return x
-
-    actor = Echo.options(max_concurrency=4).remote()
-    errors, results = [], {}
-
-    def run(t):
-        try:
-            results[t] = [ray.get(actor.echo.remote((t, i)), timeout=60) for i in range(200)]
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(t,)) for t in range(6)]
-    for thread in threads:
-        thread.start()
-    run("main")
-    for thread in threads:
-        thread.join(120)
-    assert not errors
-    assert results == {t: [(t, i) for i in range(200)] for t in list(range(6)) + ["main"]}
 
 
 def test_a_slow_done_callback_holds_up_none_of_the_runtimes_own_work(ray):

@@ -2,7 +2,7 @@
 a row and then a burst, a timed-out get that returns in time while the reply is still handled
 later, a worker or actor killed while the caller waits (raised at once, a retry answering), a
 future's callback never run on the caller while it is inside ``get`` (it may hold the user's
-locks), many threads getting from one actor."""
+locks), many threads and the main thread getting from one actor."""
 import os
 import signal
 import threading
@@ -126,6 +126,8 @@ def test_many_threads_getting_from_one_actor(ray):
     threads = [threading.Thread(target=run, args=(t,)) for t in range(8)]
     for thread in threads:
         thread.start()
+    run("main")  # the main thread too (a get reads its worker's replies itself when it can)
     for thread in threads:
         thread.join(120)
-    assert not errors and results == {t: [(t, i) for i in range(100)] for t in range(8)}
+    assert not errors
+    assert results == {t: [(t, i) for i in range(100)] for t in list(range(8)) + ["main"]}
