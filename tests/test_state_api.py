@@ -334,3 +334,38 @@ print(json.dumps([len(state.actors()), len(table._actors),
     assert done.returncode == 0, done.stderr
     listed, in_table, states = json.loads(done.stdout.strip().splitlines()[-1])
     assert (listed, in_table, states) == (10, 0, ["DEAD"])
+
+
+
+@pytest.mark.embedded_only("the yuanrong backend does not list actor handles (compat matrix)")
+def test_a_dropped_handle_is_gone_from_the_next_listing(ray):
+    """Ray's owner applies a ``del`` at once: a listing right after it no longer shows the
+    driver's reference (the runtime applies the drops that finalizers queued before it lists).
+    A driver's own handle to a detached actor is never listed, a worker's borrowed one is
+    (both checked against Ray 2.60)."""
+    st = state_api()
+
+    @ray.remote
+    class Kept:
+        def hold(self, handles):
+            self.handles = handles
+            return 1
+
+    def handle_ids():
+        return sorted(o.object_id[16:48] for o in st.list_objects(
+            filters=[("reference_type", "=", "ACTOR_HANDLE")]))
+
+    for _ in range(10):
+        actor = Kept.remote()
+        ray.get(actor.hold.remote([]))
+        assert handle_ids() == [actor._actor_id.hex()]
+        del actor
+        assert handle_ids() == []
+    kept = Kept.options(lifetime="detached").remote()
+    holder = Kept.remote()
+    ray.get(holder.hold.remote([kept]))
+    deadline = time.monotonic() + 10  # a borrow reaches the runtime with the call's result, or just after
+    while handle_ids() != sorted([holder._actor_id.hex(), kept._actor_id.hex()]):  # the holder's copy
+        assert time.monotonic() < deadline, handle_ids()
+        time.sleep(0.05)
+    ray.kill(kept)

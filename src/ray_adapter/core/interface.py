@@ -418,5 +418,6 @@ class RuntimeCore(abc.ABC):
         "placement_groups" or "objects" (field names as Ray's State API; ids are hex). Tasks
         include finished ones (a bounded history) with ``start_time_ms`` / ``end_time_ms``;
         objects are those the runtime holds, one record each (``object_size`` in bytes, -1
-        when not known).""" 
+        when not known). References this process dropped before the call are not listed
+        (Ray's owner applies a ``del`` at once).""" 
         raise NotImplementedError(f"the state API is not provided by the {self.backend_name} backend")

@@ -102,11 +102,13 @@ class ActorScope:
     def holders(self, workers):
         """``[(actor_id, holder)]``: each live actor's handle holders, once per holder: None for
         this process's driver, else the worker (an attached driver among them) of ``workers``
-        that borrowed one (Ray's ACTOR_HANDLE references of the State API)."""
+        that borrowed one (Ray's ACTOR_HANDLE references of the State API). The driver's own
+        handles to a detached actor are not among them: Ray 2.60 counts no reference for those
+        (nobody owns the actor), only for a copy another process borrowed."""
         out = []
         with self._lock:
             for actor in self._manager.in_table():
-                if actor.scope.own > 0:
+                if actor.scope.own > 0 and not actor.scope.detached:
                     out.append((actor.actor_id, None))
             for worker in workers:
                 out.extend((actor_id, worker) for actor_id in worker.borrowed

@@ -610,4 +610,7 @@ class EmbeddedBackend(RuntimeCore):
     # -- the State API -----------------------------------------------------------------------
     def state(self, kind):
         self._check_started()
+        # This driver's drops queued by finalizers count first: Ray's owner applies a `del` at
+        # once, so a listing right after it no longer shows the reference.
+        self._releases.flush()
         return self.reports.state(kind)

@@ -360,6 +360,7 @@ class YuanrongBackend(RuntimeCore):
         return self.cluster.context()
 
     def state(self, kind):
+        self._releases.flush()  # this driver's queued drops count first, as in Ray's owner
         return self.cluster.state(kind)
 
     def record_metric(self, kind, name, description, tag_keys, boundaries, tags, value):
