@@ -668,3 +668,59 @@ def test_an_attached_drivers_own_modules_reach_its_workers(registry, tmp_path):
     done = run_python([str(tmp_path / "main.py")], env=registry, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [42, 1, "from the driver folder"]
+
+
+def test_an_attached_drivers_callers_read_their_own_replies(registry):
+    """A ``ray.get`` (any request) of an attached driver reads its reply on the calling thread
+    when nobody else reads (one wake-up per round trip, not two); a future's done-callback runs
+    on neither reading thread, so it may itself get (it hung before: the reader ran it and then
+    waited for a reply only it could read); threads sharing the connection all get theirs."""
+    start_head(registry, "--num-cpus", "2")
+    out = driver(registry, """
+        import concurrent.futures, json, threading
+        import ray
+        import ray_adapter.core
+        ray.init(address="auto")
+        role = ray_adapter.core.current()._role
+        f = ray.remote(lambda x: x + 1)
+
+        @ray.remote
+        class A:
+            def g(self, x):
+                return x * 2
+
+        a = A.remote()
+        before = role.borrowed_frames
+        values = [ray.get(f.remote(i)) for i in range(20)] + [ray.get(a.g.remote(i)) for i in range(20)]
+        borrowed = role.borrowed_frames - before
+        done = concurrent.futures.Future()
+
+        def callback(future):
+            try:
+                done.set_result([future.result(), ray.get(a.g.remote(5), timeout=30),
+                                 threading.current_thread().name])
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        ref = f.remote(1)
+        ray.get(ref)
+        ref.future().add_done_callback(callback)
+        seen = done.result(timeout=60)
+        results = {}
+
+        def many(n):
+            results[n] = [ray.get(a.g.remote(n * 100 + i)) for i in range(50)]
+
+        threads = [threading.Thread(target=many, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        many(4)
+        for t in threads:
+            t.join(60)
+        print(json.dumps({"values": values, "borrowed": borrowed, "callback": seen,
+                          "threads": results == {n: [2 * (n * 100 + i) for i in range(50)] for n in range(5)}}))
+    """)
+    assert out["values"] == [i + 1 for i in range(20)] + [2 * i for i in range(20)]
+    assert out["borrowed"] >= 30, out  # (the reader may read a few: a reply there before the get)
+    assert out["callback"] == [2, 10, "ray-adapter-callbacks"]
+    assert out["threads"] is True

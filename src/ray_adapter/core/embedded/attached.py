@@ -14,8 +14,14 @@ waiting fails, and every later call raises at once, with
 gets a ``RaySystemError`` too); nothing hangs. ``shutdown`` closes the connection, and the
 runtime ends this driver's job (its non-detached actors and placement groups).
 
-Thread-safety: one reader thread (``ray-adapter-attached``) reads the connection and hands
-replies to :meth:`WorkerCore.on_reply`; ``_gone`` is set once, by whichever of it and
+Thread-safety: the connection has a read role (:class:`.driver_reading.ReadRole`, as each
+worker's channel in a runtime's own driver): a reader thread (``ray-adapter-attached``) sleeps
+in ``epoll`` on it and reads what arrives, and a thread waiting for a reply (a ``ray.get``, a
+query) borrows the role and reads that reply itself, so a round trip wakes one thread of this
+process, not two. Frames are read in order, one thread at a time. A reply's callback
+(:meth:`object_future`'s, which settles a future whose done-callbacks are user code) never runs
+on a reading thread: it goes to one callbacks thread (``ray-adapter-callbacks``), so a
+done-callback may itself call ``ray.get``. ``_gone`` is set once, by whichever of the reader and
 ``shutdown`` sees the end first, before the waiting requests are failed.
 """
 import json
@@ -33,12 +39,14 @@ from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
+from ray_adapter.core.embedded.driver_reading import ReadRole
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
 from ray_adapter.core.embedded.pool import driver_code_path
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.worker_core import WorkerCore
 from ray_adapter.core.execution import main_module_name
 from ray_adapter.core.interface import CallContext
+from ray_adapter.core.releases import DeferredReleases
 from ray_adapter.core.threads import start_daemon
 
 
@@ -95,6 +103,12 @@ class _Failure:
         self.value = self.error = payload
 
 
+def _run_callback(call):
+    """On the callbacks thread: a reply's callback (``(callback, message, buffers)``)."""
+    callback, message, buffers = call
+    callback(message, buffers)
+
+
 class AttachedCore(WorkerCore):
     """The core of a driver attached to a runtime another process started (see the module's
     notes). ``start(options)`` connects to ``options.attach`` (a :mod:`.local_runtimes`
@@ -105,6 +119,9 @@ class AttachedCore(WorkerCore):
     def __init__(self):  # WorkerCore's own set-up runs once connected (start)
         self._gone = None
         self._reader = None
+        self._reader_ident = None
+        self._role = None
+        self._callbacks = None
         self._task_id = None
         self._log_to_driver = True
 
@@ -145,6 +162,8 @@ class AttachedCore(WorkerCore):
         link.runtime_env = pickle.loads(answer.runtime_env) if answer.runtime_env else {}
         link.id_salt = answer.id_salt
         self._task_id = ids.random_id(ids.TASK_ID_SIZE - ids.JOB_ID_SIZE) + answer.job_id
+        self._callbacks = DeferredReleases(name="ray-adapter-callbacks")
+        self._role = ReadRole(link.channel)
         self._reader = start_daemon(self._read, "ray-adapter-attached")
         return {"address": answer.address, "node_id": answer.node_id.hex(),
                 "node_ip_address": answer.node_ip, "metrics_export_port": None}
@@ -172,29 +191,47 @@ class AttachedCore(WorkerCore):
             raise ConnectionError(f"Could not attach to the Ray runtime at {record['address']}: {why}")
         return answer
 
-    # -- the connection ----------------------------------------------------------------------
+    # -- the connection ---------------------------------------------------------------------
     def _read(self):
-        link = self._worker
-        decode = protocol.worker_decoder.decode
+        self._reader_ident = threading.get_ident()
         try:
-            while True:
-                body, buffers = link.channel.recv()
-                message = decode(body)
-                kind = type(message)
-                if kind is protocol.Reply or kind is protocol.GetReply:
-                    self.on_reply(message, buffers)
-                elif kind is protocol.Output:
-                    self._print(message)
-                elif kind is protocol.UnreadError:
-                    self._report_unread(message, buffers)
-                elif kind is protocol.Exit:
-                    break
-                del message, body, buffers
+            self._role.serve(self._receive)
         except ChannelClosed:
             pass
-        self._end(f"the Ray runtime this driver attached to ({link.address}) has ended: its "
-                  "process exited or was killed. Call ray.shutdown(), then ray.init() to start "
-                  "or attach to another.")
+        self._end(f"the Ray runtime this driver attached to ({self._worker.address}) has ended: "
+                  "its process exited or was killed. Call ray.shutdown(), then ray.init() to "
+                  "start or attach to another.")
+
+    def _receive(self):
+        """Read and handle one frame (on the reader thread, or a caller that borrowed the
+        role); False at the runtime's ``Exit``."""
+        body, buffers = self._worker.channel.recv()
+        message = protocol.worker_decoder.decode(body)
+        kind = type(message)
+        if kind is protocol.Reply or kind is protocol.GetReply:
+            self.on_reply(message, buffers)
+        elif kind is protocol.Output:
+            self._print(message)
+        elif kind is protocol.UnreadError:
+            self._report_unread(message, buffers)
+        elif kind is protocol.Exit:
+            return False
+        return True
+
+    def on_reply(self, message, buffers):
+        slot = self._pending.get(message.req_id)
+        if slot is not None and slot.callback is not None:  # user code: the callbacks thread
+            if self._pending.pop(message.req_id, None) is not None:
+                self._callbacks.put(_run_callback, (slot.callback, message, buffers))
+            return
+        WorkerCore.on_reply(self, message, buffers)
+
+    def _await_reply(self, slot):
+        """Read the reply on this thread while nobody else reads (see the module notes), then
+        wait for it as before (the reader, or another borrower, may have read it)."""
+        if threading.get_ident() != self._reader_ident and not slot.event.is_set():
+            self._role.read_until(slot.event.is_set, None)
+        slot.event.wait()
 
     def _report_unread(self, message, buffers):
         """An error this driver was lent was freed unread: the proxy's report, as Ray's owner
@@ -227,7 +264,7 @@ class AttachedCore(WorkerCore):
         if self._gone is not None:
             return
         self._gone = errors.NotInitialized(why)
-        self._worker.channel.close()
+        self._worker.channel.close()  # (a borrowing caller's read ends: its poll sees the end)
         self.stop_ref_loop()
         buffers = []
         payload = to_payload(serialization.dumps(self._gone), buffers)
@@ -252,6 +289,10 @@ class AttachedCore(WorkerCore):
         for thread in (self._reader, getattr(self, "_ref_thread", None)):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(5)
+        if self._role is not None and (self._reader is None or not self._reader.is_alive()):
+            self._role.close()
+        if self._callbacks is not None:
+            self._callbacks.close()
 
     def context(self):
         link = self._worker

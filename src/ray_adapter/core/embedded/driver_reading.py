@@ -6,7 +6,9 @@ worker sends and hands it to the dispatcher. A synchronous ``ray.get`` of one ob
 producer runs on a known worker need not wait for that thread to read the reply and then wake
 it (two wake-ups per round trip): the caller *borrows* the role and reads the worker's frames
 itself, one at a time, until its object is sealed (:meth:`ReadRole.read_until`). The worker
-side's counterpart is :mod:`.worker_reading`.
+side's counterpart is :mod:`.worker_reading`. A driver attached to another process's runtime
+(:mod:`.attached`) reads its one connection the same way: a caller waiting for a reply borrows
+that connection's role.
 
 - The reader thread sleeps in ``epoll`` on the socket, never in a blocking ``recv``: it takes
   :attr:`ReadRole.token`, reads the frames that are there, gives it back.
@@ -107,7 +109,8 @@ class ReadRole:
     """The read role of one worker's channel in the driver (see the module notes).
 
     ``receive()``, given to :meth:`serve`, reads and dispatches one frame; it returns False
-    when the reader must stop, and raises :class:`ChannelClosed` at the end of the stream."""
+    when the reader must stop (read by a borrower: the channel is aborted, so the reader sees
+    the end), and raises :class:`ChannelClosed` at the end of the stream."""
 
     def __init__(self, channel):
         self._channel = channel
@@ -236,11 +239,14 @@ class ReadRole:
                     if self._sock_fd not in events:
                         return False if events else None  # woken, or time is up
                 try:
-                    receive()
-                    self.borrowed_frames += 1
-                    while channel.buffered():  # whole frames read ahead with it: no wait
-                        receive()
+                    while True:  # the frame, then whole frames read ahead with it: no wait
+                        if not receive():  # the stream's last frame: the reader ends it
+                            self.closed = True
+                            channel.abort()
+                            return None
                         self.borrowed_frames += 1
+                        if not channel.buffered():
+                            break
                 except ChannelClosed:
                     return None  # the reader sees the end too, and reaps the worker
                 except BaseException as exc:

@@ -95,8 +95,12 @@ class WorkerCore(RuntimeCore):
             raise self._gone  # the end's pass over the pending requests may have missed this one
         if callback is not None:
             return None
-        slot.event.wait()
+        self._await_reply(slot)
         return slot.message, slot.buffers
+
+    def _await_reply(self, slot):
+        """Block until ``slot``'s reply is in (the reader thread sets its event)."""
+        slot.event.wait()
 
     def _request(self, build):
         """A request answered by a :class:`protocol.Reply`: its value, or raise its error."""
