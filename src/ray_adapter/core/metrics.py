@@ -133,8 +133,10 @@ class MetricsExport:
     def _serve(self, port):
         """Listen on ``127.0.0.1:port`` (0/None: a free port) now, so that the port is known and
         a taken one reported at once; the HTTP server on that socket is built by the serving
-        thread (prometheus_client and wsgiref cost ~80 ms of imports: not on ``ray.init``'s
-        path). :meth:`close` wakes that thread and ends it (no polling)."""
+        thread once the first scrape connects (prometheus_client and wsgiref cost ~80 ms of
+        imports: neither on ``ray.init``'s path nor beside it, taking the interpreter from it,
+        nor in a program that is never scraped). :meth:`close` wakes that thread and ends it
+        (no polling)."""
         try:
             listener = socket.create_server(("127.0.0.1", port or 0))
         except OSError as exc:  # the port is taken: the runtime works, without an endpoint
@@ -148,7 +150,15 @@ class MetricsExport:
 
     def _serve_loop(self, listener):
         try:
+            try:
+                first = listener.accept()  # blocks until a scrape (or close's wake-up) connects
+            except OSError:  # the listener was closed under this thread (close gave up on it)
+                return
+            if self._stopping:
+                first[0].close()
+                return
             server = _http_server(listener, self)
+            server.process_request(*first)  # (the server closes the connection when served)
             while not self._stopping:
                 server.handle_request()  # blocks until a connection (timeout None)
         finally:

@@ -25,10 +25,24 @@ HEAD_IP = "127.0.0.1"
 
 
 def default_memory():
+    """70% of the memory available now (bytes), as Ray's default ``memory`` resource."""
+    return int(_available_memory() * 0.7)
+
+
+def _available_memory():
+    """Bytes of memory available: Linux's ``MemAvailable`` (what psutil reports there, read
+    without importing psutil on ``ray.init``'s path), else psutil's figure, else 8 GiB."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import psutil
 
-        return int(psutil.virtual_memory().available * 0.7)
+        return psutil.virtual_memory().available
     except Exception:  # psutil missing or unreadable /proc
         return 8 * 1024 ** 3
 

@@ -32,7 +32,6 @@ import os
 import shutil
 import tempfile
 import threading
-import zipfile
 
 from ray_adapter.core import errors
 from ray_adapter.core.runtime_env import (default_excludes, merge, package_files, process_key,
@@ -193,6 +192,8 @@ class RuntimeEnvs:
         uri = f"{PACKAGE_PREFIX}{name[len('_ray_pkg_'):]}.zip"
         if not os.path.isdir(target):
             if prefix is None:
+                import zipfile  # (only for a zip archive: not on every ray.init's path)
+
                 with zipfile.ZipFile(source) as archive:
                     archive.extractall(target)
             else:
