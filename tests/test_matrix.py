@@ -170,9 +170,10 @@ def test_a_third_backend_is_a_new_column(tmp_path, monkeypatch):
             text = re.sub(r'(?m)^yuanrong = ("[a-z]+")$', r'yuanrong = \1\nthird = "gap"', path.read_text())
             path.write_text(text)
     caches = [matrix._backends, matrix._module_names, matrix._module_file, matrix._module,
-              matrix.modules, matrix.submodule_entries, matrix._options_data, matrix.options,
-              matrix.option_sections, matrix.api_levels]
+              matrix.modules, matrix.submodule_entries, matrix._compiled, matrix._options_data,
+              matrix.options, matrix.option_sections, matrix.api_levels]
     monkeypatch.setattr(matrix, "MATRIX_DIR", str(copy))
+    matrix.write_compiled()  # (what tools/gen_compat_doc.py does after an edit)
     for fn in caches:
         fn.cache_clear()
     try:
@@ -246,3 +247,13 @@ def test_method_options_come_from_the_matrix():
     annotated = ray.method(concurrency_group="io", max_task_retries=2)(lambda self: 1)
     assert annotated.__ray_concurrency_group__ == "io" and annotated.__ray_max_task_retries__ == 2
     assert ray.method(num_returns=2)(lambda self: (1, 2)).__ray_method_options__ == {"num_returns": 2}
+
+
+def test_the_compiled_backends_and_options_are_the_toml_files():
+    """``compat_matrix/compiled.json`` (what the runtime reads at ``ray.init`` and ``.options()``)
+    says what ``backends.toml`` and ``options.toml`` say: run ``tools/gen_compat_doc.py``
+    after editing them."""
+    import json
+
+    with open(os.path.join(matrix.MATRIX_DIR, matrix.COMPILED_NAME), encoding="utf-8") as fh:
+        assert json.load(fh) == matrix.compiled_data(), "run tools/gen_compat_doc.py"
