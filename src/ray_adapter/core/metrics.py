@@ -171,7 +171,9 @@ class MetricsExport:
             return
         self._stopping = True
         try:  # wake the serving thread: it sees _stopping once this connection is handled
-            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+            with socket.socket() as wake:  # (no name lookup: create_connection imports idna)
+                wake.settimeout(5)
+                wake.connect(("127.0.0.1", self.port))
         except OSError:
             pass
         self._thread.join(10)

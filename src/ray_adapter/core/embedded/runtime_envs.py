@@ -27,7 +27,6 @@ Thread-safety: ``_lock`` (a leaf lock) guards the tables; copying happens outsid
 ``ray.init``, before any task).
 """
 import fcntl
-import hashlib
 import os
 import shutil
 import tempfile
@@ -58,6 +57,8 @@ class WorkerSpec:
 
 
 def _package_name(files, salt):
+    import hashlib  # (only to package a working_dir / py_modules: not on every ray.init's path)
+
     digest = hashlib.sha1(salt.encode())
     for rel, path in sorted(files):
         digest.update(rel.encode())
