@@ -166,15 +166,16 @@ class Arena:
 
     # -- release -----------------------------------------------------------------------------
     def release(self, block):
-        """One ArenaBuffer of ``block`` is gone (from ``__del__``: never blocks)."""
-        if not self._lock.acquire(False):
+        """One ArenaBuffer of ``block`` is gone (from ``__del__``: never waits for a hold of
+        its own thread; another thread's, of this leaf lock, is short). Not ``acquire(False)``
+        then ``try``: a signal handler that raises as the acquire returns would leave the lock
+        held for good; ``with`` has no such gap."""
+        if self._lock.locked():
             self._deferred.append(block)
             return
-        try:
+        with self._lock:
             self._release_locked(block)
             self._apply_deferred()
-        finally:
-            self._lock.release()
 
     def _apply_deferred(self):
         while self._deferred:

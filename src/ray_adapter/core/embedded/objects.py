@@ -253,16 +253,19 @@ class ObjectTable:
 
     def try_drop_ref(self, object_id):
         """:meth:`drop_ref` if the lock is free now; False (nothing done) if it is held, by
-        another thread or by this one (a finalizer run inside the table's own code)."""
-        if not self._lock.acquire(False):
+        another thread or by this one (a finalizer run inside the table's own code).
+
+        (Not ``acquire(False)`` then ``try``: a signal handler that raises as the acquire
+        returns, as Ctrl-C's does, would leave the lock held for good. ``with`` takes it with
+        no such gap; between the check and the ``with`` another thread may take it, and this
+        one then waits for that leaf lock's short hold.)"""
+        if self._lock.locked():
             return False
-        try:
+        with self._lock:
             entry = self._objects.get(object_id)
             if entry is not None:
                 entry.refs -= 1
                 self._free_if_unused(object_id, entry)
-        finally:
-            self._lock.release()
         return True
 
     def release(self, object_ids, nested=()):
