@@ -191,7 +191,7 @@ class AttachedCore(WorkerCore):
             raise ConnectionError(f"Could not attach to the Ray runtime at {record['address']}: {why}")
         return answer
 
-    # -- the connection ---------------------------------------------------------------------
+    # -- the connection ----------------------------------------------------------------------
     def _read(self):
         self._reader_ident = threading.get_ident()
         try:
