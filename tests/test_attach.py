@@ -724,3 +724,27 @@ def test_an_attached_drivers_callers_read_their_own_replies(registry):
     assert out["borrowed"] >= 30, out  # (the reader may read a few: a reply there before the get)
     assert out["callback"] == [2, 10, "ray-adapter-callbacks"]
     assert out["threads"] is True
+
+
+def test_a_runtime_starting_removes_directories_that_ended_processes_left(registry):
+    """A process killed while its runtime started or stopped leaves its socket directory and no
+    record: the next runtime that starts removes it (one of a process that runs stays)."""
+    root = os.path.join(registry["RAY_TMPDIR"], f"ray-adapter-{os.getuid()}")
+    os.makedirs(root, mode=0o700)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = os.path.join(root, f"rt-{gone.pid}-orphan")
+    live = os.path.join(root, f"rt-{os.getpid()}-live")
+    for path in (orphan, live):
+        os.mkdir(path, 0o700)
+        open(os.path.join(path, "attach.sock"), "w").close()
+    try:
+        assert driver(registry, """
+            import json, ray
+            ray.init(num_cpus=1)
+            print(json.dumps(ray.get(ray.remote(lambda: 1).remote())))
+        """) == 1
+        assert not os.path.exists(orphan)
+        assert os.path.exists(live)
+    finally:
+        shutil.rmtree(live, ignore_errors=True)

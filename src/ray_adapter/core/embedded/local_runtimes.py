@@ -19,7 +19,8 @@ has already put ``RAY_ADDRESS`` in place of a missing address):
   None (not a runtime of this machine: a Yuanrong cluster's address).
 
 A record whose process is gone is stale (its runtime was SIGKILLed): it is removed when met,
-with its socket directory.
+with its socket directory. A socket directory of a process that is gone and left no record (it
+was killed while its runtime started or stopped) is removed when the next runtime starts.
 
 Thread-safety: stateless; each function reads or writes the files it names (a record is
 written to a temporary name and renamed, so a reader never sees half of one).
@@ -62,8 +63,29 @@ def registry_dir(create=True):
 
 
 def runtime_dir(pid):
-    """A new private directory for the sockets and files of the runtime of process ``pid``."""
-    return tempfile.mkdtemp(prefix=f"rt-{pid}-", dir=registry_dir())
+    """A new private directory for the sockets and files of the runtime of process ``pid``
+    (the directories that ended processes left without a record are removed first)."""
+    root = registry_dir()
+    _remove_orphan_dirs(root)
+    return tempfile.mkdtemp(prefix=f"rt-{pid}-", dir=root)
+
+
+def _remove_orphan_dirs(root):
+    """Remove each ``rt-<pid>-*`` directory under ``root`` whose process is gone and that no
+    record names (a record's own directory goes with the record: :func:`remove_stale`)."""
+    for name in os.listdir(root):
+        if not name.startswith("rt-"):
+            continue
+        pid = name.split("-", 2)[1]
+        if not pid.isdigit() or os.path.exists(os.path.join(root, f"{pid}{_RECORD_SUFFIX}")):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # runs (or runs under another user, or is a zombie: left for later)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except OSError:
+            continue
 
 
 def alive(pid):
