@@ -677,7 +677,7 @@ def test_an_attached_drivers_callers_read_their_own_replies(registry):
     waited for a reply only it could read); threads sharing the connection all get theirs."""
     start_head(registry, "--num-cpus", "2")
     out = driver(registry, """
-        import concurrent.futures, json, threading
+        import concurrent.futures, json, threading, time
         import ray
         import ray_adapter.core
         ray.init(address="auto")
@@ -717,13 +717,22 @@ def test_an_attached_drivers_callers_read_their_own_replies(registry):
         many(4)
         for t in threads:
             t.join(60)
+        shutdowns = []
+        for _ in range(5):  # its reader thread wakes at once (it took 5 s: a socket closed under epoll)
+            start = time.monotonic()
+            ray.shutdown()
+            shutdowns.append(time.monotonic() - start)
+            ray.init(address="auto")
+            ray.get(f.remote(1))
         print(json.dumps({"values": values, "borrowed": borrowed, "callback": seen,
-                          "threads": results == {n: [2 * (n * 100 + i) for i in range(50)] for n in range(5)}}))
+                          "threads": results == {n: [2 * (n * 100 + i) for i in range(50)] for n in range(5)},
+                          "shutdown_s": max(shutdowns)}))
     """)
     assert out["values"] == [i + 1 for i in range(20)] + [2 * i for i in range(20)]
     assert out["borrowed"] >= 30, out  # (the reader may read a few: a reply there before the get)
     assert out["callback"] == [2, 10, "ray-adapter-callbacks"]
     assert out["threads"] is True
+    assert out["shutdown_s"] < 2, out
 
 
 def test_a_runtime_starting_removes_directories_that_ended_processes_left(registry):

@@ -48,3 +48,39 @@ def test_init_shutdown_cycles_keep_the_driver_flat():
     # in one window now and then, ~150 B a cycle otherwise), far below a session's own state
     # (tables, threads, channels: tens of KB a cycle, in every window, if one leaked).
     assert per_cycle < 4000, per_cycle
+
+
+def test_no_reader_thread_outlives_its_runtime():
+    """Each worker's reader thread ends with the runtime (it sleeps in epoll on the worker's
+    socket: shutdown once closed sockets under it, which left it asleep for good, one thread
+    and one epoll more per worker and cycle)."""
+    result = run_code(textwrap.dedent("""
+        import threading, time
+        import ray
+
+        @ray.remote
+        def f():
+            return 1
+
+        @ray.remote
+        class A:
+            def f(self):
+                return 1
+
+        for _ in range(20):
+            ray.init(num_cpus=2)
+            ray.get([f.remote() for _ in range(4)])
+            a = A.remote()
+            ray.get(a.f.remote())
+            ray.shutdown()
+            time.sleep(0.05)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            left = [t.name for t in threading.enumerate() if t.name.startswith("ray-adapter-worker")]
+            if not left:
+                break
+            time.sleep(0.05)
+        print(len(left))
+    """), env={"RAY_ADAPTER_RUNTIME": "embedded"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == "0"

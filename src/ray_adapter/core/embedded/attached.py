@@ -201,6 +201,7 @@ class AttachedCore(WorkerCore):
         self._end(f"the Ray runtime this driver attached to ({self._worker.address}) has ended: "
                   "its process exited or was killed. Call ray.shutdown(), then ray.init() to "
                   "start or attach to another.")
+        self._worker.channel.close()  # (nobody reads it any more)
 
     def _receive(self):
         """Read and handle one frame (on the reader thread, or a caller that borrowed the
@@ -264,7 +265,10 @@ class AttachedCore(WorkerCore):
         if self._gone is not None:
             return
         self._gone = errors.NotInitialized(why)
-        self._worker.channel.close()  # (a borrowing caller's read ends: its poll sees the end)
+        # Ended both ways, not closed: the reader (and a caller reading for itself) sees the end
+        # of the stream and leaves; the reader closes the socket as it goes. (A socket closed
+        # under the reader's epoll leaves the set without waking it.)
+        self._worker.channel.abort()
         self.stop_ref_loop()
         buffers = []
         payload = to_payload(serialization.dumps(self._gone), buffers)
@@ -289,8 +293,10 @@ class AttachedCore(WorkerCore):
         for thread in (self._reader, getattr(self, "_ref_thread", None)):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(5)
-        if self._role is not None and (self._reader is None or not self._reader.is_alive()):
-            self._role.close()
+        if self._reader is None or not self._reader.is_alive():
+            self._worker.channel.close()
+            if self._role is not None:
+                self._role.close()
         if self._callbacks is not None:
             self._callbacks.close()
 

@@ -437,7 +437,10 @@ class WorkerPool:
                 worker.proc.kill()
                 worker.proc.wait()
             worker.kill_group()
-            worker.channel.close()
+            # Ended, not closed: its reader thread, asleep in epoll on the socket, sees the end
+            # and closes it as it leaves (a socket closed under it would leave the epoll set
+            # without waking it: the thread would sleep for good).
+            worker.channel.abort()
         if self._zygote is not None:
             self._zygote.close()
 
