@@ -35,6 +35,10 @@ that connection's role.
   is shut down, so the worker is reaped as a lost worker.
 - Whoever seals the awaited object on another thread (a retry on another worker, a cancel, the
   worker's death, shutdown) wakes the borrower through :meth:`ReadRole.wake`.
+- Whoever ends a channel from outside its reader ends it with ``Channel.abort`` (shutdown both
+  ways), never ``close``: the reader sees the end of the stream and closes the socket as it
+  leaves. (A socket closed while the reader sleeps in ``epoll`` leaves the epoll set without
+  waking it: the thread would sleep for good.)
 
 State: ``token`` is held by the reader while it reads and by a borrower for one frame;
 ``closed`` is set by the reader, under the token, when its channel ended (no borrower reads it
