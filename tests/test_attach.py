@@ -757,3 +757,55 @@ def test_a_runtime_starting_removes_directories_that_ended_processes_left(regist
         assert os.path.exists(live)
     finally:
         shutil.rmtree(live, ignore_errors=True)
+
+
+def test_an_attached_drivers_listing_follows_its_own_drops(registry):
+    """As in a driver of its own runtime (and Ray 2.60): ``list_objects`` right after ``del``
+    no longer lists what the attached driver dropped (its queued drops reach the runtime ahead
+    of the query), and its own handle to a detached actor is no ACTOR_HANDLE reference."""
+    start_head(registry, "--num-cpus", "2")
+    out = driver(registry, """
+        import json
+        import ray
+        from ray.util.state import list_objects
+        ray.init(address="auto")
+
+        @ray.remote
+        class A:
+            def m(self):
+                return 1
+
+        def kinds():
+            return sorted(o.reference_type for o in list_objects())
+
+        seen = []
+        refs = [ray.put(i) for i in range(5)] + [A.remote().m.remote() for _ in range(2)]
+        ray.get(refs)
+        seen.append(kinds())
+        del refs
+        seen.append(kinds())
+        kept = A.options(name="kept", lifetime="detached").remote()
+        ray.get(kept.m.remote())
+        seen.append(kinds())
+        a = A.remote()
+        ray.get(a.m.remote())
+        seen.append(kinds())
+        del a
+        seen.append(kinds())
+        ray.kill(kept)
+        print(json.dumps(seen))
+    """)
+    assert out == [["LOCAL_REFERENCE"] * 7, [], [], ["ACTOR_HANDLE"], []]
+
+
+def test_ctrl_c_while_an_attached_driver_writes_a_call_loses_no_frame(registry):
+    """The Ctrl-C storm of test_driver_reading, in an attached driver: before signals were
+    deferred around writes, its connection's writer role stayed taken and the next get hung
+    for good (its timeout is kept by the runtime, which never got the request)."""
+    from test_driver_reading import _STORM
+
+    start_head(registry, "--num-cpus", "2")
+    code = textwrap.dedent(_STORM).replace("sys.argv[1:]", "True").replace("sys.argv[1]", '"auto"')
+    done = run_code(code, env=registry, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-3:] == ["True", "True", "True"], done.stderr[-3000:]

@@ -13,6 +13,8 @@ import contextlib
 import os
 import signal
 import threading
+# (signal's wrappers convert each handler to an enum: a few microseconds per critical section)
+from _signal import getsignal as _getsignal, raise_signal as _raise_signal, signal as _setsignal
 
 #: The signals a runtime thread never takes: those a program may install handlers for.
 BLOCKED = frozenset(getattr(signal, name) for name in (
@@ -54,3 +56,83 @@ def drain_wakeups(fd):
             pass
     except BlockingIOError:
         pass
+
+
+#: The main thread's ident (where Python runs signal handlers).
+main_thread_ident = threading.main_thread().ident
+_MAIN_THREAD = main_thread_ident
+#: Signals whose Python handler (if one is set) :class:`SignalsDeferred` defers: those a program
+#: may install handlers for (:data:`BLOCKED`: Ctrl-C, termination, the alarm, the user signals)
+#: and the other timers' (``setitimer`` timeouts raise from theirs).
+DEFERRED_SIGNALS = tuple(sorted(int(signum) for signum in BLOCKED | {getattr(signal, name) for name in (
+    "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)}))
+_deferring = [False]  # the main thread is inside a SignalsDeferred section (main thread only)
+
+
+class SignalsDeferred:
+    """``with SignalsDeferred(on_signal):`` on the main thread, the Python handlers of
+    :data:`DEFERRED_SIGNALS` are replaced by one that records the signal (and calls
+    ``on_signal()``, if given: a wait meanwhile may be woken); once the block is over the
+    handlers are back and each recorded signal is delivered again, to the handler in place (a
+    KeyboardInterrupt, or a timeout's exception, raises from the ``with``). Python runs a
+    handler between any two bytecodes: one that raises in the middle of bookkeeping that must
+    be whole (a frame half written to a socket, a flag set for the writer's role) would leave a
+    channel unusable for good. Elsewhere than the main thread (no handler runs there), and
+    inside another such block, it does nothing. ``caught``: the signals recorded so far."""
+
+    __slots__ = ("_on_signal", "_swapped", "caught", "_active")
+
+    def __init__(self, on_signal=None):
+        self._on_signal = on_signal
+        self._swapped = []  # (signal, its handler), each added before the handler is replaced
+        self.caught = set()
+        self._active = False
+
+    def __enter__(self):
+        if _deferring[0] or threading.get_ident() != _MAIN_THREAD:
+            return self
+        _deferring[0] = self._active = True
+        try:
+            for signum in DEFERRED_SIGNALS:
+                handler = _getsignal(signum)
+                if callable(handler):
+                    self._swapped.append((signum, handler))
+                    _setsignal(signum, self._defer)
+        except BaseException:  # a signal's own handler raised before it was swapped
+            self._leave()
+            raise
+        return self
+
+    def _defer(self, signum, frame):
+        self.caught.add(signum)
+        if self._on_signal is not None:
+            self._on_signal()
+
+    def _leave(self):
+        try:
+            _restore(self._swapped)
+        finally:
+            _deferring[0] = self._active = False
+
+    def __exit__(self, *exc):
+        if not self._active:
+            return False
+        self._leave()
+        for signum in sorted(self.caught):
+            # Delivered again, to the handler in place: Python runs it at once (a handler that
+            # raises, as SIGINT's KeyboardInterrupt or a timeout's alarm, raises from here).
+            _raise_signal(signum)
+        return False
+
+
+def _restore(swapped):
+    """Put back each ``(signal, handler)`` of ``swapped`` (emptied as it goes). A restored
+    handler may raise before the rest are back (its signal came meanwhile): the rest are put
+    back all the same, then that exception goes on."""
+    try:
+        while swapped:
+            _setsignal(*swapped[-1])
+            swapped.pop()
+    finally:
+        if swapped:
+            _restore(swapped)

@@ -100,19 +100,19 @@ class ActorScope:
         self._end(ended)
 
     def holders(self, workers):
-        """``[(actor_id, holder)]``: each live actor's handle holders, once per holder: None for
-        this process's driver, else the worker (an attached driver among them) of ``workers``
-        that borrowed one (Ray's ACTOR_HANDLE references of the State API). The driver's own
-        handles to a detached actor are not among them: Ray 2.60 counts no reference for those
-        (nobody owns the actor), only for a copy another process borrowed."""
+        """``[(actor_id, holder, detached)]``: each live actor's handle holders, once per
+        holder: None for this process's driver, else the worker (an attached driver among them)
+        of ``workers`` that borrowed one; ``detached``: the actor's lifetime is detached."""
         out = []
         with self._lock:
             for actor in self._manager.in_table():
-                if actor.scope.own > 0 and not actor.scope.detached:
-                    out.append((actor.actor_id, None))
+                if actor.scope.own > 0:
+                    out.append((actor.actor_id, None, actor.scope.detached))
             for worker in workers:
-                out.extend((actor_id, worker) for actor_id in worker.borrowed
-                           if self._actor(actor_id) is not None)
+                for actor_id in worker.borrowed:
+                    actor = self._actor(actor_id)
+                    if actor is not None:
+                        out.append((actor_id, worker, actor.scope.detached))
         return out
 
     def worker_gone(self, worker):

@@ -23,10 +23,11 @@ import socket
 import struct
 import threading
 import time
+from threading import get_ident
 
 from ray_adapter.core.embedded.posts import flush_posted, posted as _posted
 from ray_adapter.core.shm import ShmBuffer
-from ray_adapter.core.threads import start_daemon
+from ray_adapter.core.threads import SignalsDeferred, main_thread_ident, start_daemon
 
 _HEADER = struct.Struct("!II")   # body length, number of buffers
 _BUF = struct.Struct("!BQ")      # buffer kind, length in bytes
@@ -126,8 +127,13 @@ class Channel:
 
     def post(self, body, buffers=()):
         """:meth:`enqueue`, and have it flushed soon (see the module notes)."""
-        self.enqueue(body, buffers)
-        _posted.add(self)
+        if get_ident() == main_thread_ident:  # (a frame queued and never posted would wait)
+            with SignalsDeferred():
+                self.enqueue(body, buffers)
+                _posted.add(self)
+        else:
+            self.enqueue(body, buffers)
+            _posted.add(self)
 
     def mark_posted(self):
         """Have what is queued flushed soon (after :meth:`enqueue` under a lock)."""
@@ -139,8 +145,21 @@ class Channel:
         Never blocks on a slow peer: bytes go out without waiting (MSG_DONTWAIT) while the
         socket takes them; if the peer stops reading, the rest is handed to a writer thread of
         this channel (which may wait) and the caller returns. A broken connection drops what
-        is queued; the reader side reports the peer's exit."""
+        is queued; the reader side reports the peer's exit.
+
+        On the main thread signals are deferred meanwhile (:class:`.threads.SignalsDeferred`):
+        a handler that raised between taking the writer's role and giving it back, or between
+        a write and its bookkeeping, would leave the queue unwritten for good or a frame cut."""
         self._deferred = False
+        if self._flushing or not self._out:  # (a hint without the lock: checked again under it)
+            return
+        if get_ident() == main_thread_ident:
+            with SignalsDeferred():
+                self._take_role_and_drain()
+        else:
+            self._take_role_and_drain()
+
+    def _take_role_and_drain(self):
         with self._lock:
             if self._flushing or not self._out:
                 return

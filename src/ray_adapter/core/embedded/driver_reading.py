@@ -28,7 +28,7 @@ that connection's role.
   the reader thread.
 - A frame is read and dispatched whole: on the main thread, the Python handlers of the
   signals a program may handle (SIGINT, SIGTERM, the timers', the user signals: see
-  :data:`_DEFERRED_SIGNALS`) are replaced for the borrowed read (a KeyboardInterrupt, or a
+  :data:`.threads.DEFERRED_SIGNALS`: :class:`.threads.SignalsDeferred`) are replaced for the borrowed read (a KeyboardInterrupt, or a
   timeout's exception, between ``recv`` and dispatch would lose the frame, or split it); such a signal meanwhile wakes the ``poll``, ends the read, and is
   delivered again to the handler that was in place once the role is given back. A handler of
   another signal that raises in the middle of a frame leaves the stream unusable: the channel
@@ -49,26 +49,15 @@ import collections
 import math
 import os
 import select
-import signal
 import sys
 import threading
 import time
 import traceback
-# (signal's wrappers convert each handler to an enum: a few microseconds per get)
-from _signal import getsignal as _getsignal, raise_signal as _raise_signal, signal as _setsignal
 
 from ray_adapter.core.embedded.channel import ChannelClosed
 from ray_adapter.core.embedded.posts import flush_posted
-from ray_adapter.core.threads import BLOCKED, drain_wakeups
+from ray_adapter.core.threads import SignalsDeferred, drain_wakeups
 
-_MAIN_THREAD = threading.main_thread().ident
-#: Signals whose Python handler (if one is set) is deferred while a borrower handles a frame:
-#: those a program may install handlers for (the runtime's threads block them: ``threads.BLOCKED``,
-#: Ctrl-C, termination, the alarm, the user signals), and the other timers' (``setitimer``
-#: timeouts raise from theirs). A handler of another signal that raises in the middle of a frame
-#: leaves the stream cut: the channel is shut down and its worker reaped as lost.
-_DEFERRED_SIGNALS = tuple(sorted(int(signum) for signum in BLOCKED | {getattr(signal, name) for name in (
-    "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)}))
 _free_wakes = collections.deque()  # _Wake objects not in use (deque: pop/append are atomic)
 
 
@@ -86,6 +75,12 @@ class _Wake:
 
     def drain(self):
         drain_wakeups(self.r)
+
+    def ring(self):
+        try:
+            os.write(self.w, b"\0")  # the wait in poll ends
+        except OSError:  # wake-ups pending already: one is enough
+            pass
 
 
 def _take_wake():
@@ -172,46 +167,30 @@ class ReadRole:
         """Read this channel's frames on the calling thread until ``until()`` is true, the
         ``deadline`` (``time.monotonic()``; None: none) passes, the reader holds the role, or
         the channel ended. Returns True when ``until()`` is true. On the main thread the Python
-        handlers of :data:`_DEFERRED_SIGNALS` are deferred meanwhile: a signal ends the read
-        and is delivered again once the role is given back (a Ctrl-C raises KeyboardInterrupt
-        from here, by the handler that was in place)."""
+        handlers of the signals a program handles are deferred meanwhile
+        (:class:`.threads.SignalsDeferred`): a signal ends the read and is delivered again once
+        the role is given back (a Ctrl-C raises KeyboardInterrupt from here, by the handler
+        that was in place)."""
         receive = self._receive
         if receive is None or self.closed or self.token.locked():
             return until()  # (locked: the reader or another caller reads; none is taken here)
-        deferred = set()
         wake = None
-        swapped = []  # (signal, its handler), each added before the handler is replaced
         try:
             try:
                 wake = _take_wake()
             except OSError:  # out of descriptors (EMFILE): the reader thread reads, as before
                 return until()
-            if threading.get_ident() == _MAIN_THREAD:
-                def defer(signum, frame):
-                    deferred.add(signum)
-                    try:
-                        os.write(wake.w, b"\0")  # the wait in poll ends
-                    except OSError:
-                        pass
-                for signum in _DEFERRED_SIGNALS:
-                    handler = _getsignal(signum)
-                    if callable(handler):
-                        swapped.append((signum, handler))
-                        _setsignal(signum, defer)
-            while not until() and not deferred:
-                read = self._borrow(deadline, receive, wake)
-                if read is None:
-                    break
-                if read:
-                    flush_posted()  # what the frame's handling posted goes out now
+            deferral = SignalsDeferred(wake.ring)
+            with deferral:
+                while not until() and not deferral.caught:
+                    read = self._borrow(deadline, receive, wake)
+                    if read is None:
+                        break
+                    if read:
+                        flush_posted()  # what the frame's handling posted goes out now
         finally:
-            _restore(swapped)
             if wake is not None:
                 _free_wakes.append(wake)  # (a late wake-up left in it ends one later poll early)
-        for signum in sorted(deferred):
-            # Delivered again, to the handler in place: Python runs it at once (a handler that
-            # raises, as SIGINT's KeyboardInterrupt or a timeout's alarm, raises from here).
-            _raise_signal(signum)
         return until()
 
     def _borrow(self, deadline, receive, wake):
@@ -266,15 +245,3 @@ class ReadRole:
         finally:
             self.token.release()
 
-
-def _restore(swapped):
-    """Put back each ``(signal, handler)`` of ``swapped`` (emptied as it goes). A restored
-    handler may raise before the rest are back (its signal came meanwhile): the rest are put
-    back all the same, then that exception goes on."""
-    try:
-        while swapped:
-            _setsignal(*swapped[-1])
-            swapped.pop()
-    finally:
-        if swapped:
-            _restore(swapped)

@@ -19,7 +19,7 @@ lock (a stale value only moves one frame between "now" and "with the burst").
 import threading
 from time import monotonic as _monotonic, sleep as _sleep
 
-from ray_adapter.core.threads import start_daemon
+from ray_adapter.core.threads import SignalsDeferred, start_daemon
 
 #: Longest a posted frame waits to be written when no thread blocks meanwhile (seconds).
 FLUSH_DELAY = 0.0005
@@ -70,12 +70,15 @@ class _Posted:
                 self._cond.notify()
 
     def flush(self):
-        with self._cond:
-            if not self._channels:
-                return
-            channels, self._channels = self._channels, set()
-        for channel in channels:
-            channel.flush()
+        # (signals deferred on the main thread: channels taken off the set and not yet flushed
+        # would wait for good if a handler raised between)
+        with SignalsDeferred():
+            with self._cond:
+                if not self._channels:
+                    return
+                channels, self._channels = self._channels, set()
+            for channel in channels:
+                channel.flush()
 
     def _run(self):
         while True:

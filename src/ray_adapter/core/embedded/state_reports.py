@@ -76,9 +76,13 @@ class StateReports:
                         "pid": owner.pid if owner is not None else own_pid,
                         "ip": owner.node.ip if owner is not None else head.ip})
         # Ray's ACTOR_HANDLE references: one per process holding a handle to an actor, under
-        # the id of the actor creation task's return (its creation task id, index 1).
-        for actor_id, holder in self.actors.scope.holders(self.pool.live_workers()):
+        # the id of the actor creation task's return (its creation task id, index 1). A
+        # driver's handle to a detached actor is none (Ray 2.60 counts no reference for it:
+        # nobody owns the actor), a copy a worker borrowed is one.
+        for actor_id, holder, detached in self.actors.scope.holders(self.pool.live_workers()):
             if holder is None and self._pid is None:
+                continue
+            if detached and (holder is None or holder.state is WorkerState.DRIVER):
                 continue
             out.append({"object_id": (creation_task_id(actor_id) + _FIRST_RETURN).hex(),
                         "object_size": -1, "task_status": "NIL", "attempt_number": 1,

@@ -231,6 +231,7 @@ class WorkerCore(RuntimeCore):
             event = self._ref_events.get()
             update = protocol.RefUpdate()
             closed = []
+            flushed = []  # events of callers waiting for what was queued before them
             with self._ref_lock:
                 while event is not None:
                     kind, target = event
@@ -248,6 +249,8 @@ class WorkerCore(RuntimeCore):
                         update.unpin.append(list(target))
                     elif kind == "sclose":
                         closed.append(target)
+                    elif kind == "flushed":
+                        flushed.append(target)
                     elif kind == "stop":
                         stop = True
                     try:
@@ -262,6 +265,15 @@ class WorkerCore(RuntimeCore):
                 self._worker.channel.flush()
             for generator_id in closed:
                 self._worker.send(protocol.StreamCloseQuery(req_id=0, generator_id=generator_id))
+            for event in flushed:
+                event.set()
+
+    def _refs_queued_so_far(self, timeout=10.0):
+        """Wait until the reference drops queued so far are on the channel (so a request sent
+        next reaches the runtime after them), for at most ``timeout`` seconds."""
+        done = threading.Event()
+        self._ref_events.put(("flushed", done))
+        done.wait(timeout)
 
     # -- tasks and actors --------------------------------------------------------------------
     def _ship(self, key, function):
@@ -489,6 +501,9 @@ class WorkerCore(RuntimeCore):
         return None
 
     def state(self, kind):
+        # This process's drops count first, as Ray's owner applies a ``del`` at once.
+        if self._gone is None:
+            self._refs_queued_so_far()
         return self._query(protocol.StateQuery, kind=kind)
 
     def resources_per_node(self, which):
