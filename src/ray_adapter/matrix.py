@@ -7,7 +7,6 @@ matrix and code disagree.
 """
 import collections
 import functools
-import json
 import os
 
 STATUSES = ("supported", "partial", "gap")
@@ -67,6 +66,8 @@ def compiled_data():
 
 def write_compiled():
     """Write :data:`COMPILED_NAME` from the TOML files; returns its path."""
+    import json
+
     path = os.path.join(MATRIX_DIR, COMPILED_NAME)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(compiled_data(), fh, indent=1)
@@ -77,7 +78,9 @@ def write_compiled():
 @functools.lru_cache(maxsize=None)
 def _compiled():
     """:data:`COMPILED_NAME`, read once; from the TOML files when it is not there (a checkout
-    that never ran the tool)."""
+    that never ran the tool). (``json`` is imported here: ``import ray`` loads this module.)"""
+    import json
+
     try:
         with open(os.path.join(MATRIX_DIR, COMPILED_NAME), "rb") as fh:
             return json.load(fh)
