@@ -501,8 +501,9 @@ class WorkerCore(RuntimeCore):
         return None
 
     def state(self, kind):
-        # This process's drops count first, as Ray's owner applies a ``del`` at once.
-        if self._gone is None:
+        # This process's drops count first, as Ray's owner applies a ``del`` at once (not in a
+        # forked child: no references thread came along; its query is refused below).
+        if self._gone is None and not self._worker.forked_child:
             self._refs_queued_so_far()
         return self._query(protocol.StateQuery, kind=kind)
 
