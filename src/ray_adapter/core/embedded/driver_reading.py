@@ -230,8 +230,9 @@ class ReadRole:
                         self.borrowed_frames += 1
                         if not channel.buffered():
                             break
-                except ChannelClosed:
-                    return None  # the reader sees the end too, and reaps the worker
+                except ChannelClosed:  # the end, or a malformed stream (ProtocolError): ended
+                    channel.abort()    # both ways, so the reader sees the end and reaps the worker
+                    return None
                 except BaseException as exc:
                     if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                         sys.stderr.write("ray-adapter: internal error handling a message of a "
