@@ -60,12 +60,11 @@ def drain_wakeups(fd):
 
 #: The main thread's ident (where Python runs signal handlers).
 main_thread_ident = threading.main_thread().ident
-_MAIN_THREAD = main_thread_ident
 #: Signals whose Python handler (if one is set) :class:`SignalsDeferred` defers: those a program
 #: may install handlers for (:data:`BLOCKED`: Ctrl-C, termination, the alarm, the user signals)
 #: and the other timers' (``setitimer`` timeouts raise from theirs).
-DEFERRED_SIGNALS = tuple(sorted(int(signum) for signum in BLOCKED | {getattr(signal, name) for name in (
-    "SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)}))
+DEFERRED_SIGNALS = tuple(sorted(int(signum) for signum in BLOCKED | {
+    getattr(signal, name) for name in ("SIGVTALRM", "SIGPROF", "SIGXCPU") if hasattr(signal, name)}))
 _deferring = [False]  # the main thread is inside a SignalsDeferred section (main thread only)
 
 
@@ -89,7 +88,7 @@ class SignalsDeferred:
         self._active = False
 
     def __enter__(self):
-        if _deferring[0] or threading.get_ident() != _MAIN_THREAD:
+        if _deferring[0] or threading.get_ident() != main_thread_ident:
             return self
         _deferring[0] = self._active = True
         try:

@@ -27,10 +27,11 @@ that connection's role.
   runtime's own callbacks (a dependent task submitted, a waiter woken) run at once, as on
   the reader thread.
 - A frame is read and dispatched whole: on the main thread, the Python handlers of the
-  signals a program may handle (SIGINT, SIGTERM, the timers', the user signals: see
-  :data:`.threads.DEFERRED_SIGNALS`: :class:`.threads.SignalsDeferred`) are replaced for the borrowed read (a KeyboardInterrupt, or a
-  timeout's exception, between ``recv`` and dispatch would lose the frame, or split it); such a signal meanwhile wakes the ``poll``, ends the read, and is
-  delivered again to the handler that was in place once the role is given back. A handler of
+  signals a program may handle (SIGINT, SIGTERM, the timers', the user signals:
+  :class:`.threads.SignalsDeferred`) are replaced for the borrowed read (a KeyboardInterrupt,
+  or a timeout's exception, between ``recv`` and dispatch would lose the frame, or split it);
+  such a signal meanwhile wakes the ``poll``, ends the read, and is delivered again to the
+  handler that was in place once the role is given back. A handler of
   another signal that raises in the middle of a frame leaves the stream unusable: the channel
   is shut down, so the worker is reaped as a lost worker.
 - Whoever seals the awaited object on another thread (a retry on another worker, a cancel, the
@@ -158,10 +159,7 @@ class ReadRole:
         thread). Any thread; a no-op when nobody borrows the role."""
         wake = self._borrower
         if wake is not None and threading.get_ident() != self._borrower_ident:
-            try:
-                os.write(wake.w, b"\0")
-            except OSError:  # wake-ups pending already: one is enough
-                pass
+            wake.ring()
 
     def read_until(self, until, deadline):
         """Read this channel's frames on the calling thread until ``until()`` is true, the
