@@ -3,6 +3,7 @@ held by a worker keeps its object (or actor) alive exactly while someone holds i
 freed after (Ray's borrower protocol, on one machine). Real workers on both backends."""
 import gc
 import os
+import pprint
 import time
 
 import numpy as np
@@ -33,14 +34,23 @@ def _table(ray):
         """What the table still keeps, and who holds it (the message of a failed settle)."""
         table = backend.objects
         if not hasattr(table, "_borrows"):  # yr-local's table: the ids are what it can say
-            return [getattr(r, "hex", lambda: r)() for r in list(getattr(table, "_objects", ()))]
+            return repr([getattr(r, "hex", lambda: r)() for r in list(getattr(table, "_objects", ()))])
         with table._lock:
             borrowers = {oid: [f"pid {w.pid} {w.state.name}" for w, held in table._borrows.items()
                                if oid in held] for oid in table._objects}
-            return [{"id": oid.hex(), "state": e.state.name, "refs": e.refs, "pinned": e.pinned,
+            left = [{"id": oid.hex(), "state": e.state.name, "refs": e.refs, "pinned": e.pinned,
                      "error": e.is_error, "producer": e.producer and e.producer.hex(),
                      "contained": len(e.contained or ()), "borrowers": borrowers[oid]}
                     for oid, e in table._objects.items()]
+        # The driver's own live ObjectRefs to them, and what holds each (a leak's first clue).
+        ids = {oid.hex() for oid in table._objects}
+        every = gc.get_objects()
+        for obj in every:
+            if type(obj).__name__ == "ObjectRef" and getattr(obj, "hex", None) and obj.hex() in ids:
+                holders = [type(r).__name__ for r in gc.get_referrers(obj) if r is not every]
+                left.append({"driver_ref": obj.hex(), "held_by": holders})
+        # A string: pytest prints it whole (a list in an assert's message is cut short).
+        return pprint.pformat(left, width=100)
 
     settle.leftover = leftover
     return count, settle
