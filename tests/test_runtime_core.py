@@ -237,8 +237,16 @@ def test_nested_gets_and_futures_start_no_thread_each(ray):
 
 
 @pytest.mark.embedded_only("writes garbage on a worker's socket to the driver")
+@pytest.mark.parametrize("reader", ["caller", "reader_thread"])
 @pytest.mark.parametrize("damage", ["garbage", "too_many_fds"])
-def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray, damage):
+def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray, damage, reader, tmp_path):
+    """Whichever thread of the driver reads the broken stream -- the caller of a ``get`` of
+    the one task (it reads that worker's reply itself: ``driver_reading``) or the worker's
+    reader thread (a ``get`` of two refs) -- the task fails with WorkerCrashedError, as a
+    worker lost mid-task does. (A caller that read undecodable bytes raised msgspec's
+    DecodeError from ``ray.get``.)"""
+    started = tmp_path / "started"
+
     @ray.remote(max_retries=0)
     def breaker(damage):
         import array
@@ -246,6 +254,8 @@ def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray
 
         from ray_adapter import core
 
+        started.touch()
+        time.sleep(0.5)  # the driver is waiting in its get by now
         sock = core.current()._worker.channel.sock
         if damage == "garbage":
             sock.sendall(b"\x00\x00\x00\x05\x00\x00\x00\x00" + b"\xc1" * 5)
@@ -259,8 +269,15 @@ def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray
     def fine():
         return "fine"
 
+    ref = breaker.remote(damage)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:  # running on its worker:
+        time.sleep(0.01)  # a get of it alone now reads that worker's socket itself
     with pytest.raises(ray.exceptions.WorkerCrashedError):
-        ray.get(breaker.remote(damage), timeout=30)
+        if reader == "caller":
+            ray.get(ref, timeout=30)
+        else:
+            ray.get([ref, fine.remote()], timeout=30)
     assert ray.get(fine.remote(), timeout=30) == "fine"
 
 

@@ -34,6 +34,10 @@ that connection's role.
   handler that was in place once the role is given back. A handler of
   another signal that raises in the middle of a frame leaves the stream unusable: the channel
   is shut down, so the worker is reaped as a lost worker.
+- A frame a borrower cannot handle (bytes that do not decode, a handler's bug) is treated as
+  the reader treats it: reported on stderr, the channel ended, the worker reaped as lost (its
+  task fails with WorkerCrashedError); the caller's wait goes on until then. Only a
+  KeyboardInterrupt or SystemExit reaches the caller.
 - Whoever seals the awaited object on another thread (a retry on another worker, a cancel, the
   worker's death, shutdown) wakes the borrower through :meth:`ReadRole.wake`.
 - Whoever ends a channel from outside its reader ends it with ``Channel.abort`` (shutdown both
@@ -42,8 +46,8 @@ that connection's role.
   waking it: the thread would sleep for good.)
 
 State: ``token`` is held by the reader while it reads and by a borrower for one frame;
-``closed`` is set by the reader, under the token, when its channel ended (no borrower reads it
-again); ``_borrower`` (the borrower's wake-up pipe) is written by the thread that holds the
+``closed`` is set under the token by whichever thread met the channel's end or a frame it
+could not handle (no borrower reads it again; the reader returns and its worker is reaped); ``_borrower`` (the borrower's wake-up pipe) is written by the thread that holds the
 token as a borrower.
 """
 import collections
@@ -130,13 +134,16 @@ class ReadRole:
     def serve(self, receive):
         """The reader thread's loop: sleep until the socket has bytes (or a wake-up), then read
         frames with ``receive()`` while there are some. Returns when ``receive()`` returns
-        False; raises what it raises (the channel is then closed to borrowers)."""
+        False, or a borrower ended the channel (:attr:`closed`); raises what ``receive()``
+        raises (the channel is then closed to borrowers)."""
         self._receive = receive
         channel, ready, poll = self._channel, self._ready.poll, self._epoll.poll
         while True:
             flush_posted()  # about to block: what this thread posted goes out first
             poll()
             with self.token:
+                if self.closed:  # a borrower met the end, or a frame it could not handle
+                    return
                 try:
                     while channel.buffered() or ready(0):
                         if not receive():
@@ -229,14 +236,20 @@ class ReadRole:
                         if not channel.buffered():
                             break
                 except ChannelClosed:  # the end, or a malformed stream (ProtocolError): ended
-                    channel.abort()    # both ways, so the reader sees the end and reaps the worker
+                    self.closed = True
+                    channel.abort()    # both ways: the reader wakes, sees it ended, reaps the worker
                     return None
                 except BaseException as exc:
-                    if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                        sys.stderr.write("ray-adapter: internal error handling a message of a "
-                                         f"worker; the worker is stopped:\n{traceback.format_exc()}")
-                    self._channel.abort()  # the stream may be cut mid-frame: the reader reaps
-                    raise
+                    self.closed = True  # the stream may be cut mid-frame: the reader reads no
+                    channel.abort()     # more of it, and reaps the worker
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    # As when the reader meets it (bytes that do not decode, a handler's bug):
+                    # reported, the worker stopped, and its task fails as a lost worker's does
+                    # -- the caller's wait goes on until the reader has reaped it.
+                    sys.stderr.write("ray-adapter: internal error handling a message of a "
+                                     f"worker; the worker is stopped:\n{traceback.format_exc()}")
+                    return None
                 return True
             finally:
                 self._borrower = None
