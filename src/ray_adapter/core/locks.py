@@ -3,44 +3,24 @@
 :class:`OwnedRLock` is a re-entrant lock that answers :meth:`~OwnedRLock.held_by_me`:
 finalizers (``ObjectRef.__del__``) run in whichever thread happens to drop the last reference,
 possibly in the middle of code that holds the lock and is changing what the finalizer would
-change; such a finalizer must defer its work instead of re-entering. ``threading.RLock``
-keeps that answer private (``_is_owned``), so the owner is tracked here.
+change; such a finalizer must defer its work instead of re-entering.
+
+It is the interpreter's own re-entrant lock (``_thread.RLock``, written in C), which keeps its
+owner anyway: ``held_by_me`` is its ``_is_owned``, the method ``threading.Condition`` relies on
+in every Python since 3.2. Tracking the owner in Python instead (an ``acquire`` that takes the
+lock and then records who holds it) leaves a gap: a signal handler that raises between the two
+(Ctrl-C's KeyboardInterrupt, a timeout's alarm) leaves the lock held for good, as
+``tests/test_locks.py`` shows. The C lock takes, records and releases with no bytecode between.
 """
-import threading
-from _thread import get_ident
+import _thread
 
 
-class OwnedRLock:
-    """A re-entrant lock (``with lock:``, ``acquire`` / ``release`` as ``threading.RLock``)
-    that knows its owner thread. The owner and depth are written only by the thread holding
-    the lock, so reading them without it is safe for the one question asked:
-    "do *I* hold it?" (another thread's answer can be stale, never the caller's own)."""
+class OwnedRLock(_thread.RLock):
+    """A re-entrant lock (``with lock:``, ``acquire(blocking=True, timeout=-1)`` / ``release``,
+    as ``threading.RLock``) that tells the calling thread whether it holds it. The answer is
+    exact for the caller's own thread (another thread's may be stale by the time it is read)."""
 
-    __slots__ = ("_lock", "_owner", "_depth")
+    __slots__ = ()
 
-    def __init__(self):
-        self._lock = threading.RLock()
-        self._owner = None
-        self._depth = 0
-
-    def acquire(self, blocking=True, timeout=-1):
-        if not self._lock.acquire(blocking, timeout):
-            return False
-        self._owner = get_ident()
-        self._depth += 1
-        return True
-
-    def release(self):
-        self._depth -= 1
-        if self._depth == 0:
-            self._owner = None
-        self._lock.release()
-
-    __enter__ = acquire
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def held_by_me(self):
-        """True if the calling thread holds the lock (at any depth)."""
-        return self._owner == get_ident()
+    #: ``held_by_me() -> bool``: True if the calling thread holds the lock (at any depth).
+    held_by_me = _thread.RLock._is_owned

@@ -438,14 +438,16 @@ class ObjectTable:
 
     def remove_local_reference(self, object_id):
         # From ObjectRef.__del__, in any thread, at any point. The common drop (a result that
-        # was read: its call is over, its value holds nothing) is applied at once when the lock
-        # is free and this thread is not inside the table (its lock is reentrant: a finalizer
-        # run in our own code must not change what that code is changing); anything else, and
-        # whatever needs yr, goes to the release thread (no thread wake-up per dropped ref).
+        # was read: its call is over, its value holds nothing) is applied at once unless this
+        # thread is inside the table (its lock is reentrant: a finalizer run in our own code
+        # must not change what that code is changing); anything else, and whatever needs yr,
+        # goes to the release thread (no thread wake-up per dropped ref). Another thread's hold
+        # of that leaf lock is short: waited for. (Not ``acquire(False)`` then ``try``: a
+        # handler raising between the two, as Ctrl-C's does, would leave the lock held.)
         lock = self._lock
         report = None
-        if not lock.held_by_me() and lock.acquire(False):
-            try:
+        if not lock.held_by_me():
+            with lock:
                 obj = self._objects.get(object_id)
                 if obj is None:
                     return
@@ -460,8 +462,6 @@ class ObjectTable:
                         report = obj.future
                     else:
                         return
-            finally:
-                lock.release()
             if report is not None:
                 self._report_if_failed(report)
                 return
