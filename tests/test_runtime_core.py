@@ -281,6 +281,44 @@ def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray
     assert ray.get(fine.remote(), timeout=30) == "fine"
 
 
+@pytest.mark.embedded_only("writes part of a frame on a worker's socket to the driver")
+@pytest.mark.parametrize("part", ["header", "body"])
+def test_a_get_keeps_its_timeout_while_a_workers_frame_is_cut_short(ray, part, tmp_path):
+    """A worker that stops in the middle of a frame (a process stopped or wedged mid-write):
+    the ``get`` of its task, which reads that worker's socket itself, still times out on time
+    and the driver goes on. (It waited in a blocking read for the rest of the frame, past its
+    timeout and Ctrl-C.)"""
+    started = tmp_path / "started"
+
+    @ray.remote(max_retries=0)
+    def stalls(part):
+        from ray_adapter import core
+
+        started.touch()
+        time.sleep(0.5)  # the driver is waiting in its get by now
+        sock = core.current()._worker.channel.sock
+        if part == "header":
+            sock.sendall(b"\x00\x00\x00")  # 3 of a frame header's 8 bytes
+        else:  # a header that announces 200 MB, then 100 of them
+            sock.sendall((200 << 20).to_bytes(4, "big") + b"\x00" * 4 + b"x" * 100)
+        time.sleep(30)
+
+    @ray.remote
+    def fine():
+        return "fine"
+
+    ref = stalls.remote(part)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    start = time.monotonic()
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(ref, timeout=2)
+    assert time.monotonic() - start < 6
+    assert ray.get(fine.remote(), timeout=30) == "fine"
+    ray.cancel(ref, force=True)
+
+
 @pytest.mark.embedded_only(THREADS)
 def test_in_flight_call_to_a_restarting_actor_raises_actor_unavailable(ray):
     @ray.remote(max_restarts=1, max_concurrency=2)

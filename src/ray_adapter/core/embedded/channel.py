@@ -261,6 +261,48 @@ class Channel:
         whole frame there without touching the socket)."""
         return self._rend > self._rpos
 
+    def read_ready(self):
+        """Read what the socket holds now into the read buffer, without waiting. True when a
+        whole frame waits there (a ``recv`` then returns it without touching the socket);
+        False while the next frame is incomplete; None when it is larger than the read buffer
+        (only a blocking ``recv`` can read it). Raises :class:`ChannelClosed` at the end of
+        the stream. For a reader that must never block mid-frame: a ``get`` that reads its
+        reply itself keeps its timeout and its Ctrl-C (``driver_reading``)."""
+        pos, end = self._rpos, self._rend
+        if pos == end:  # all read (most calls): the buffer starts afresh
+            self._rpos = self._rend = 0
+        elif self.frame_buffered():
+            return True
+        elif pos:  # room for the rest of the frame: what is unread moves to the front
+            have = end - pos
+            self._rview[:have] = self._rview[pos:end]
+            self._rpos, self._rend = 0, have
+        if self._rend < _RECV_BUFFER:
+            self._rend += self._recv_into(self._rview[self._rend:], _MSG_DONTWAIT, True)
+            if self.frame_buffered():
+                return True
+        return None if self._rend == _RECV_BUFFER else False
+
+    def frame_buffered(self):
+        """True when the next frame lies whole in the read buffer (its header, body, and the
+        headers and bytes of its buffers; a shared buffer's descriptor came with its bytes).
+        No I/O."""
+        pos, end, buf = self._rpos, self._rend, self._rbuf
+        if end - pos < _HEADER_SIZE:
+            return False
+        size, nbuf = _HEADER.unpack_from(buf, pos)
+        pos += _HEADER_SIZE + size
+        for _ in range(nbuf):
+            if end - pos < _BUF_SIZE:
+                return False
+            kind, length = _BUF.unpack_from(buf, pos)
+            pos += _BUF_SIZE
+            if kind == _INLINE:
+                pos += length
+            elif kind == _ARENA or kind == _SEGMENT:
+                pos += _ARENA_REF_SIZE
+        return pos <= end
+
     def _take_fd(self):
         if not self._fds:
             raise ProtocolError("a shared buffer arrived without its file descriptor")
@@ -290,10 +332,15 @@ class Channel:
             filled += self._recv_blocking(view[filled:])
         return view.toreadonly()
 
-    def _recv_into(self, view):
-        """One recvmsg into ``view``; keeps any descriptors that came with the bytes."""
+    def _recv_into(self, view, flags=0, none_ok=False):
+        """One recvmsg into ``view``; keeps any descriptors that came with the bytes.
+        ``none_ok``: 0 when nothing waits (``flags`` has MSG_DONTWAIT), not an error."""
         try:
-            n, ancdata, flags, _addr = self.sock.recvmsg_into([view], self._anc)
+            n, ancdata, flags, _addr = self.sock.recvmsg_into([view], self._anc, flags)
+        except BlockingIOError:
+            if none_ok:
+                return 0
+            raise ChannelClosed("no bytes on a blocking read") from None
         except (OSError, ValueError) as exc:
             raise ChannelClosed(str(exc)) from None
         if ancdata:

@@ -16,7 +16,11 @@ that connection's role.
   its object as before: the reader dispatches the reply), disarms the socket in the reader's
   ``epoll`` (so the reply wakes one thread, not two), waits in ``poll`` on the socket and a
   wake-up pipe, reads and dispatches one frame and any whole frames already read ahead with
-  it, re-arms, and gives the token back. Wake-up pipes are kept in a free list, one per
+  it, re-arms, and gives the token back. It reads only frames that have arrived whole
+  (``Channel.read_ready``, without waiting): a frame still arriving is waited for in ``poll``,
+  with the caller's deadline and wake-ups, never in a blocking ``recv`` (a worker stopped
+  mid-frame would hold the caller past its timeout and its Ctrl-C); one larger than the read
+  buffer is left to the reader thread. Wake-up pipes are kept in a free list, one per
   borrower at a time, closed only when the runtime shuts down (a late wake-up never writes
   to a reused descriptor while it runs).
 - Frames are read in order by one thread at a time, whichever holds the token; a frame is
@@ -212,7 +216,7 @@ class ReadRole:
             self._borrower = wake
             self._epoll.modify(self._sock_fd, 0)  # the reply wakes this thread only
             try:
-                if not channel.buffered():
+                if not (channel.buffered() and channel.frame_buffered()):
                     flush_posted()  # about to block: what this thread posted goes out first
                     timeout = None
                     if deadline is not None:
@@ -227,13 +231,16 @@ class ReadRole:
                     if self._sock_fd not in events:
                         return False if events else None  # woken, or time is up
                 try:
-                    while True:  # the frame, then whole frames read ahead with it: no wait
+                    while True:  # whole frames only, read without waiting (the deadline and
+                        ready = channel.read_ready()  # a Ctrl-C hold mid-frame too)
+                        if not ready:  # False: the rest is to come, wait for it in poll;
+                            return ready  # None: larger than the read buffer, the reader reads it
                         if not receive():  # the stream's last frame: the reader ends it
                             self.closed = True
                             channel.abort()
                             return None
                         self.borrowed_frames += 1
-                        if not channel.buffered():
+                        if not (channel.buffered() and channel.frame_buffered()):
                             break
                 except ChannelClosed:  # the end, or a malformed stream (ProtocolError): ended
                     self.closed = True
