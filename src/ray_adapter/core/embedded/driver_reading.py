@@ -51,8 +51,9 @@ that connection's role.
 
 State: ``token`` is held by the reader while it reads and by a borrower for one frame;
 ``closed`` is set under the token by whichever thread met the channel's end or a frame it
-could not handle (no borrower reads it again; the reader returns and its worker is reaped); ``_borrower`` (the borrower's wake-up pipe) is written by the thread that holds the
-token as a borrower.
+could not handle (no borrower reads it again; the reader returns and its worker is reaped);
+``_borrower`` (the borrower's wake-up pipe) is written by the thread that holds the token as
+a borrower.
 """
 import collections
 import math
@@ -231,10 +232,13 @@ class ReadRole:
                     if self._sock_fd not in events:
                         return False if events else None  # woken, or time is up
                 try:
-                    while True:  # whole frames only, read without waiting (the deadline and
-                        ready = channel.read_ready()  # a Ctrl-C hold mid-frame too)
-                        if not ready:  # False: the rest is to come, wait for it in poll;
-                            return ready  # None: larger than the read buffer, the reader reads it
+                    # Whole frames only, read without waiting (the deadline and a Ctrl-C hold
+                    # mid-frame too). Not ready: False, the rest is to come (waited for in
+                    # poll); None, larger than the read buffer (the reader thread reads it).
+                    while True:
+                        ready = channel.read_ready()
+                        if not ready:
+                            return ready
                         if not receive():  # the stream's last frame: the reader ends it
                             self.closed = True
                             channel.abort()
@@ -244,7 +248,7 @@ class ReadRole:
                             break
                 except ChannelClosed:  # the end, or a malformed stream (ProtocolError): ended
                     self.closed = True
-                    channel.abort()    # both ways: the reader wakes, sees it ended, reaps the worker
+                    channel.abort()    # both ways: the reader wakes, sees the end, reaps it
                     return None
                 except BaseException as exc:
                     self.closed = True  # the stream may be cut mid-frame: the reader reads no
