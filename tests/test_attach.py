@@ -702,8 +702,9 @@ def test_an_attached_drivers_callers_read_their_own_replies(registry):
             except BaseException as exc:
                 done.set_exception(exc)
 
-        ref = f.remote(1)
-        ray.get(ref)
+        # Registered while the task runs: the reply's dispatch runs the callback (one added to
+        # a future already done runs at once on the thread that adds it, as Future's do).
+        ref = ray.remote(lambda x: time.sleep(0.5) or x + 1).remote(1)
         ref.future().add_done_callback(callback)
         seen = done.result(timeout=60)
         results = {}

@@ -3,6 +3,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from ray_adapter.core.locks import OwnedRLock
 
 
@@ -62,6 +64,9 @@ print(ticks, stuck, got[0])
 '''
 
 
+@pytest.mark.skipif(sys.version_info < (3, 10), reason=(
+    "Python 3.9's with statement itself can be cut by a signal between __enter__ and its block "
+    "(bpo-29988, fixed in 3.10): there even a with of a plain threading.Lock can be left held"))
 def test_a_handler_raising_around_the_lock_never_leaves_it_held():
     """A signal handler that raises while ``with lock:`` takes or gives back the lock (Ctrl-C's
     KeyboardInterrupt, a timeout's alarm) leaves it free: an alarm every 20 us raises in a loop of
