@@ -236,19 +236,16 @@ def test_nested_gets_and_futures_start_no_thread_each(ray):
     assert not counted or len(threads()) <= len(before) + 1, threads()
 
 
-@pytest.mark.embedded_only("writes garbage on a worker's socket to the driver")
-@pytest.mark.parametrize("reader", ["caller", "reader_thread"])
-@pytest.mark.parametrize("damage", ["garbage", "too_many_fds"])
-def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray, damage, reader, tmp_path):
-    """Whichever thread of the driver reads the broken stream -- the caller of a ``get`` of
-    the one task (it reads that worker's reply itself: ``driver_reading``) or the worker's
-    reader thread (a ``get`` of two refs) -- the task fails with WorkerCrashedError, as a
-    worker lost mid-task does. (A caller that read undecodable bytes raised msgspec's
-    DecodeError from ``ray.get``.)"""
+def _damaging(ray, tmp_path, damage):
+    """Submit a task that, once the driver waits in its ``get``, writes ``damage`` on its
+    worker's socket to the driver and then stalls: "garbage" (a frame that does not decode),
+    "too_many_fds" (more descriptors than a frame may carry), "header" (3 of a frame header's
+    8 bytes), "body" (a header announcing 200 MB, then 100 of them). Returns its ref once it
+    runs on its worker: a ``get`` of it alone then reads that worker's socket itself."""
     started = tmp_path / "started"
 
     @ray.remote(max_retries=0)
-    def breaker(damage):
+    def damaged(damage):
         import array
         import socket as sk
 
@@ -259,20 +256,37 @@ def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray
         sock = core.current()._worker.channel.sock
         if damage == "garbage":
             sock.sendall(b"\x00\x00\x00\x05\x00\x00\x00\x00" + b"\xc1" * 5)
-        else:
+        elif damage == "too_many_fds":
             fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(60)]
             sock.sendmsg([b"\x00"], [(sk.SOL_SOCKET, sk.SCM_RIGHTS, array.array("i", fds))])
+        elif damage == "header":
+            sock.sendall(b"\x00\x00\x00")
+        else:
+            sock.sendall((200 << 20).to_bytes(4, "big") + b"\x00" * 4 + b"x" * 100)
         time.sleep(30)
         return "not reached"
 
+    ref = damaged.remote(damage)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return ref
+
+
+@pytest.mark.embedded_only("writes garbage on a worker's socket to the driver")
+@pytest.mark.parametrize("reader", ["caller", "reader_thread"])
+@pytest.mark.parametrize("damage", ["garbage", "too_many_fds"])
+def test_a_worker_that_breaks_the_protocol_fails_its_task_instead_of_hanging(ray, damage, reader, tmp_path):
+    """Whichever thread of the driver reads the broken stream -- the caller of a ``get`` of
+    the one task (it reads that worker's reply itself: ``driver_reading``) or the worker's
+    reader thread (a ``get`` of two refs) -- the task fails with WorkerCrashedError, as a
+    worker lost mid-task does. (A caller that read undecodable bytes raised msgspec's
+    DecodeError from ``ray.get``.)"""
     @ray.remote
     def fine():
         return "fine"
 
-    ref = breaker.remote(damage)
-    deadline = time.monotonic() + 30
-    while not started.exists() and time.monotonic() < deadline:  # running on its worker:
-        time.sleep(0.01)  # a get of it alone now reads that worker's socket itself
+    ref = _damaging(ray, tmp_path, damage)
     with pytest.raises(ray.exceptions.WorkerCrashedError):
         if reader == "caller":
             ray.get(ref, timeout=30)
@@ -288,29 +302,11 @@ def test_a_get_keeps_its_timeout_while_a_workers_frame_is_cut_short(ray, part, t
     the ``get`` of its task, which reads that worker's socket itself, still times out on time
     and the driver goes on. (It waited in a blocking read for the rest of the frame, past its
     timeout and Ctrl-C.)"""
-    started = tmp_path / "started"
-
-    @ray.remote(max_retries=0)
-    def stalls(part):
-        from ray_adapter import core
-
-        started.touch()
-        time.sleep(0.5)  # the driver is waiting in its get by now
-        sock = core.current()._worker.channel.sock
-        if part == "header":
-            sock.sendall(b"\x00\x00\x00")  # 3 of a frame header's 8 bytes
-        else:  # a header that announces 200 MB, then 100 of them
-            sock.sendall((200 << 20).to_bytes(4, "big") + b"\x00" * 4 + b"x" * 100)
-        time.sleep(30)
-
     @ray.remote
     def fine():
         return "fine"
 
-    ref = stalls.remote(part)
-    deadline = time.monotonic() + 30
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    ref = _damaging(ray, tmp_path, part)
     start = time.monotonic()
     with pytest.raises(ray.exceptions.GetTimeoutError):
         ray.get(ref, timeout=2)

@@ -268,15 +268,12 @@ class Channel:
         (only a blocking ``recv`` can read it). Raises :class:`ChannelClosed` at the end of
         the stream. For a reader that must never block mid-frame: a ``get`` that reads its
         reply itself keeps its timeout and its Ctrl-C (``driver_reading``)."""
-        pos, end = self._rpos, self._rend
-        if pos == end:  # all read (most calls): the buffer starts afresh
+        if self._rpos == self._rend:  # all read (most calls): the buffer starts afresh
             self._rpos = self._rend = 0
         elif self.frame_buffered():
             return True
-        elif pos:  # room for the rest of the frame: what is unread moves to the front
-            have = end - pos
-            self._rview[:have] = self._rview[pos:end]
-            self._rpos, self._rend = 0, have
+        else:  # room for the rest of the frame
+            self._to_front()
         if self._rend < _RECV_BUFFER:
             self._rend += self._recv_into(self._rview[self._rend:], _MSG_DONTWAIT, True)
             if self.frame_buffered():
@@ -310,14 +307,18 @@ class Channel:
 
     def _need(self, n):
         """Make ``n`` bytes available at ``_rpos`` in the read buffer (n <= its size)."""
-        have = self._rend - self._rpos
-        if have >= n:
+        if self._rend - self._rpos >= n:
             return
-        if self._rpos:  # move what is left to the front
-            self._rview[:have] = self._rview[self._rpos:self._rend]
-            self._rpos, self._rend = 0, have
+        self._to_front()
         while self._rend - self._rpos < n:
             self._rend += self._recv_blocking(self._rview[self._rend:])
+
+    def _to_front(self):
+        """Move the unread bytes of the read buffer to its start (room after them to read)."""
+        if self._rpos:
+            have = self._rend - self._rpos
+            self._rview[:have] = self._rview[self._rpos:self._rend]
+            self._rpos, self._rend = 0, have
 
     def _read_large(self, n):
         """``n`` bytes into a buffer of their own (read-only memoryview), what the read buffer
