@@ -256,3 +256,58 @@ def test_nested_disabled_blocks_keep_the_finder_off_until_the_outermost_ends():
     result = run_code(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["absent", "proxy"]
+
+
+def test_proxy_classes_go_by_rays_names_and_pickle_back_to_themselves():
+    # Ray's classes say ray.X (tracebacks, repr, error reporters print it); the hook publishes
+    # each proxy module under its Ray name once it has run: loaded at `import ray`, imported by
+    # the user later, or loaded by the adapter itself on first use (ray.dag by .bind()).
+    code = textwrap.dedent("""
+        import pickle, sys, traceback
+        import cloudpickle
+        import ray
+        import ray.util.queue
+        from ray_adapter.core import serialization
+        names = [ray.exceptions.GetTimeoutError, ray.actor.ActorHandle, ray.util.queue.Empty,
+                 ray.ObjectRef, ray._raylet.ActorID]
+        print(*[f"{c.__module__}.{c.__qualname__}" for c in names])
+        @ray.remote
+        def f():
+            pass
+        node = f.bind()
+        print(type(node).__module__, sys.modules[type(node).__module__] is sys.modules["ray_adapter.ray.dag.function_node"])
+        err = ray.exceptions.GetTimeoutError("late")
+        print(traceback.format_exception_only(type(err), err)[-1].strip())
+        print(all(pickle.loads(pickle.dumps(c)) is c and cloudpickle.loads(cloudpickle.dumps(c)) is c
+                  and len(cloudpickle.dumps(c)) < 200 for c in names))
+        # The adapter's own pickles name the defining module: they load without the hook too.
+        data = serialization.dumps([err, ray.util.queue.Empty]).data
+        print(b"ray_adapter.ray.exceptions" in data, b"ray_adapter.ray.util.queue" in data)
+    """)
+    result = run_code(code)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ray.exceptions.GetTimeoutError", "ray.actor.ActorHandle",
+                                "ray.util.queue.Empty", "ray.ObjectRef", "ray._raylet.ActorID"]
+    assert lines[1] == "ray.dag.function_node True"
+    assert lines[2] == "ray.exceptions.GetTimeoutError: late"
+    assert lines[3:] == ["True", "True True"]
+
+
+def test_without_the_hook_proxy_classes_keep_their_own_names():
+    # A process that uses ray_adapter.ray itself (no hook: the in-process tests) registers no
+    # `ray` module and renames nothing; a proxy imported before the hook is published by the
+    # hook's first `import ray`.
+    code = textwrap.dedent("""
+        import sys
+        import ray_adapter.ray.exceptions as ex
+        print(ex.GetTimeoutError.__module__, "ray" in sys.modules, "ray.exceptions" in sys.modules)
+        from ray_adapter import hook
+        hook.install()
+        import ray
+        print(ex.GetTimeoutError.__module__, sys.modules["ray.exceptions"] is ex)
+    """)
+    result = run_code(code, backend=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["ray_adapter.ray.exceptions False False",
+                                          "ray.exceptions True"]

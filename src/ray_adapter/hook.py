@@ -1,7 +1,12 @@
 """The import hook: a ``MetaPathFinder`` that serves the adapter's proxy modules as ``ray``.
 
 ``ray`` and every ``ray.X`` name resolve to the one canonical module ``ray_adapter.ray.X`` (the
-same object under both names, so classes are never loaded twice). A Ray submodule the adapter
+same object under both names, so classes are never loaded twice). While the finder is active,
+each proxy module is *published* under its Ray name once it has run (:func:`publish`): it is
+``sys.modules["ray.X"]`` from then on, and the classes it defines say ``__module__ ==
+"ray.X"``, as Ray's do (tracebacks print ``ray.exceptions.GetTimeoutError: ...``, ``repr`` of a
+class names ``ray.actor.ActorHandle``), and pickle by reference under that name in any process
+whose ``ray`` is the adapter's (every process the adapter starts). A Ray submodule the adapter
 does not provide raises :class:`ray_adapter.gaps.RayAdapterModuleGapError`, a
 ``ModuleNotFoundError`` subclass, with the reason recorded in the compat matrix.
 
@@ -41,7 +46,11 @@ class RayProxyFinder:
 
     # -- finder ----------------------------------------------------------------------------
     def find_spec(self, fullname, path=None, target=None):
-        if not self.active or not owns(fullname):
+        if not self.active:
+            return None
+        if fullname.startswith(PROXY_PACKAGE) and (fullname == PROXY_PACKAGE or fullname[len(PROXY_PACKAGE)] == "."):
+            return _publishing_spec(fullname, path)
+        if not owns(fullname):
             return None
         target_spec = _proxy_spec(proxy_name(fullname))
         if target_spec is None:
@@ -90,6 +99,80 @@ class RayProxyFinder:
         if alias_spec is not None and alias_spec.loader_state is not None:
             module.__spec__ = alias_spec.loader_state
             _alias_rebound_submodules(alias_spec.name, module)
+            # Proxy modules imported before the finder was active are published now.
+            for name, loaded in list(sys.modules.items()):
+                if name.startswith(PROXY_PACKAGE) and loaded is not None:
+                    publish(loaded)
+
+
+def _publishing_spec(fullname, path):
+    """The spec of proxy module ``fullname`` as the path finder gives it, its loader wrapped so
+    that the module is published once it has run (:func:`publish`)."""
+    spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+    if spec is not None and spec.loader is not None and type(spec.loader) is not _Publishing:
+        spec.loader = _Publishing(spec.loader)
+    return spec
+
+
+class _Publishing:
+    """A proxy module's own loader, and :func:`publish` after it has run the module; anything
+    else (``get_code``, ``get_source``, resource readers) is the wrapped loader's."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        publish(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+#: Each class :func:`publish` renamed -> the proxy module that defines it. The adapter's own
+#: pickler (``core.serialization``) refers to such a class there (:func:`canonical_class`), not
+#: by its Ray name: what a worker sends loads in any process that has ray-adapter, hook or not
+#: (a driver that uses ``ray_adapter.ray`` directly, as the test suite's in-process tests do).
+PUBLISHED = {}
+
+
+def canonical_class(module, qualname):
+    """The class ``qualname`` of proxy module ``module`` (how the adapter's pickles name a
+    published class); raises ImportError / AttributeError as unpickling a missing class does."""
+    from importlib import import_module
+
+    value = import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def publish(module):
+    """Give proxy module ``module`` (``ray_adapter.ray.X``) its Ray name: registered as
+    ``sys.modules["ray.X"]``, and each class it defines (whose ``__module__`` is the module's
+    own name) named ``ray.X``, so that its name, its ``repr`` and its pickles read as Ray's
+    and resolve back to the same class (``pickle`` and cloudpickle look the class up in
+    ``sys.modules`` under that name). Nothing is done while another ``ray`` (real Ray) is
+    imported, nor for a Ray name already taken; idempotent."""
+    name = getattr(module, "__name__", "")
+    if not (name == PROXY_PACKAGE or name.startswith(PROXY_PACKAGE + ".")):
+        return
+    current = sys.modules.get("ray")
+    if current is not None and current is not sys.modules.get(PROXY_PACKAGE):
+        return
+    alias = "ray" + name[len(PROXY_PACKAGE):]
+    if sys.modules.setdefault(alias, module) is not module:
+        return
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and value.__module__ == name:
+            try:
+                value.__module__ = alias
+            except (AttributeError, TypeError):  # a class that does not take it keeps its own
+                continue
+            PUBLISHED[value] = name
 
 
 def _proxy_spec(name):

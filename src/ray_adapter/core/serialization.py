@@ -24,6 +24,8 @@ import types
 import cloudpickle
 
 from ray_adapter.core import contained, errors, shm
+from ray_adapter.hook import PUBLISHED as _PUBLISHED
+from ray_adapter.hook import canonical_class
 
 #: Buffers at least this large (bytes) are kept out of band. Zero: every array buffer is, so
 #: every array read back from the store is read-only, as in Ray.
@@ -111,11 +113,20 @@ def _torch_reducers():
 
 
 class _Pickler(cloudpickle.Pickler):
-    """cloudpickle, except that functions pickled by value keep their source file name and
-    CPU torch storages travel out of band."""
+    """cloudpickle, except that functions pickled by value keep their source file name, CPU
+    torch storages travel out of band, and a proxy class the import hook gave its Ray name
+    (``hook.publish``: ``ray.exceptions.GetTimeoutError``) is named by the module that defines
+    it, so the value loads in a process without the hook too."""
 
     dispatch_table = collections.ChainMap(
         {types.CodeType: _code_reduce_keeping_filename}, _LATE_REDUCERS, cloudpickle.Pickler.dispatch_table)
+
+    def reducer_override(self, obj):
+        if isinstance(obj, type):
+            home = _PUBLISHED.get(obj)
+            if home is not None:
+                return canonical_class, (home, obj.__qualname__)
+        return cloudpickle.Pickler.reducer_override(self, obj)
 
 
 def _cloudpickle_dumps(value, buffer_callback=None):

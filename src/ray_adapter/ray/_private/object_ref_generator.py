@@ -226,3 +226,6 @@ class DynamicObjectRefGenerator:
 
     def __len__(self):
         return len(self._refs)
+
+
+ObjectRefGenerator.__module__ = "ray_adapter.ray"  # Ray 2.60's: ``ray`` (see ``hook.publish``)

@@ -289,7 +289,9 @@ def _rebuild(object_id):
 
 
 # Ray's home of these classes is ``ray._raylet`` (the surface module re-exporting them): their
-# repr, pickles and the compat matrix name them there.
-for _cls in (JobID, NodeID, TaskID, WorkerID, ActorID, PlacementGroupID, ObjectRef):
+# repr, pickles and the compat matrix name them there; ObjectRef's ``__module__`` is ``ray``
+# in Ray 2.60 (the hook publishes both under the Ray names: ``hook.publish``).
+for _cls in (JobID, NodeID, TaskID, WorkerID, ActorID, PlacementGroupID):
     _cls.__module__ = "ray_adapter.ray._raylet"
 del _cls
+ObjectRef.__module__ = "ray_adapter.ray"
