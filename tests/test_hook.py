@@ -283,6 +283,21 @@ def test_proxy_classes_go_by_rays_names_and_pickle_back_to_themselves():
         # The adapter's own pickles name the defining module: they load without the hook too.
         data = serialization.dumps([err, ray.util.queue.Empty]).data
         print(b"ray_adapter.ray.exceptions" in data, b"ray_adapter.ray.util.queue" in data)
+        # A class its name does not find (the raw class behind a @ray.remote name, a private
+        # class with a public __qualname__) keeps its own module and travels by value.
+        import copy, importlib.machinery, inspect
+        import ray._common.test_utils as tu
+        @ray.remote
+        class A:
+            pass
+        raw, wrapper = tu._SignalActor, A.options(num_cpus=0)
+        print(raw.__module__, serialization.loads(serialization.dumps(raw)) is not tu.SignalActor,
+              type(serialization.loads(serialization.dumps(wrapper))).__qualname__)
+        # Sources and loaders stay what tools expect (3.13 drops __firstlineno__ with a new
+        # __module__; pkg_resources and copy look at the loader's type).
+        loader = ray.exceptions.__spec__.loader
+        print(inspect.getsource(ray.exceptions.RayError).splitlines()[0],
+              isinstance(loader, importlib.machinery.SourceFileLoader), copy.copy(loader).name)
     """)
     result = run_code(code)
     assert result.returncode == 0, result.stderr
@@ -291,7 +306,9 @@ def test_proxy_classes_go_by_rays_names_and_pickle_back_to_themselves():
                                 "ray.util.queue.Empty", "ray.ObjectRef", "ray._raylet.ActorID"]
     assert lines[1] == "ray.dag.function_node True"
     assert lines[2] == "ray.exceptions.GetTimeoutError: late"
-    assert lines[3:] == ["True", "True True"]
+    assert lines[3:5] == ["True", "True True"]
+    assert lines[5] == "ray_adapter.ray._common.test_utils True ActorOptionWrapper"
+    assert lines[6] == "class RayError(Exception): True ray_adapter.ray.exceptions"
 
 
 def test_without_the_hook_proxy_classes_keep_their_own_names():

@@ -106,30 +106,24 @@ class RayProxyFinder:
 
 
 def _publishing_spec(fullname, path):
-    """The spec of proxy module ``fullname`` as the path finder gives it, its loader wrapped so
-    that the module is published once it has run (:func:`publish`)."""
+    """The spec of proxy module ``fullname`` as the path finder gives it, its source loader
+    replaced by :class:`_PublishingLoader` so that the module is published once it has run
+    (:func:`publish`). Another kind of loader is left as it is: such a module is published at
+    the next ``import ray`` / ``import ray.X`` the hook serves."""
     spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-    if spec is not None and spec.loader is not None and type(spec.loader) is not _Publishing:
-        spec.loader = _Publishing(spec.loader)
+    if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
+        spec.loader = _PublishingLoader(spec.loader.name, spec.loader.path)
     return spec
 
 
-class _Publishing:
-    """A proxy module's own loader, and :func:`publish` after it has run the module; anything
-    else (``get_code``, ``get_source``, resource readers) is the wrapped loader's."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
+class _PublishingLoader(importlib.machinery.SourceFileLoader):
+    """The source loader of a proxy module, which publishes the module once it has run. A
+    subclass, not a wrapper: whatever inspects loaders by type (``pkg_resources``' providers,
+    ``importlib.resources``, ``copy``) sees a ``SourceFileLoader``."""
 
     def exec_module(self, module):
-        self._loader.exec_module(module)
+        super().exec_module(module)
         publish(module)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
 
 
 #: Each class :func:`publish` renamed -> the proxy module that defines it. The adapter's own
@@ -167,12 +161,27 @@ def publish(module):
     if sys.modules.setdefault(alias, module) is not module:
         return
     for value in list(vars(module).values()):
-        if isinstance(value, type) and value.__module__ == name:
-            try:
-                value.__module__ = alias
-            except (AttributeError, TypeError):  # a class that does not take it keeps its own
-                continue
-            PUBLISHED[value] = name
+        if not (isinstance(value, type) and value.__module__ == name and _found_as(module, value)):
+            continue  # (a class not found by its name there, pickled by value, keeps its own)
+        first_line = vars(value).get("__firstlineno__")  # 3.13 drops it with a new __module__
+        try:
+            value.__module__ = alias
+        except (AttributeError, TypeError):  # a class that does not take it keeps its own
+            continue
+        if first_line is not None:
+            value.__firstlineno__ = first_line  # (inspect.getsource needs it)
+        PUBLISHED[value] = name
+
+
+def _found_as(module, cls):
+    """True when ``cls`` is what its ``__qualname__`` names in ``module`` (what pickling by
+    name needs: ``ray.util.queue.Empty``, not the raw class behind a ``@ray.remote`` name)."""
+    value = module
+    for part in cls.__qualname__.split("."):  # (vars: no module __getattr__ runs, no gap error)
+        value = vars(value).get(part)
+        if value is None:
+            return False
+    return value is cls
 
 
 def _proxy_spec(name):
