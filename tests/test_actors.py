@@ -1,11 +1,12 @@
 """Actor semantics against a real embedded runtime: one process per actor."""
 import os
+import textwrap
 import threading
 import time
 
 import pytest
 
-from conftest import process_alive, when_restarted
+from conftest import process_alive, run_python, when_restarted
 
 
 def test_stateful_actor_runs_calls_in_submission_order(ray):
@@ -166,6 +167,39 @@ def test_constructor_failure_fails_every_call(ray):
             "The actor died because of an error raised in its creation task, ")
         assert not hasattr(info.value, "cause")  # Ray's ActorDiedError has none (only its text)
         assert info.value.actor_id == b._actor_id.hex()
+
+
+@pytest.mark.parametrize("runtime", ["embedded", "yr-local"])
+def test_a_failed_constructor_is_logged_as_rays_worker_logs_it(runtime):
+    # Ray's worker writes "Exception raised in creation task: <the ActorDiedError's text>" to
+    # its log, which reaches the driver's stderr (prefixed "(Broken pid=N)") even if no call of
+    # the actor is ever made; not with log_to_driver=False.
+    if runtime == "yr-local":
+        pytest.importorskip("yr")
+    code = textwrap.dedent("""
+        import sys, time
+        import ray
+        ray.init(num_cpus=1, log_to_driver=sys.argv[1] == "on")
+
+        @ray.remote
+        class Broken:
+            def __init__(self):
+                raise RuntimeError("cannot start")
+
+        b = Broken.remote()
+        time.sleep(3)  # no call made: the failure is only logged
+        ray.shutdown()
+    """)
+    env = {"RAY_ADAPTER_RUNTIME": runtime}
+    result = run_python(["-c", code, "on"], env=env)
+    assert result.returncode == 0, result.stderr
+    line = ("Exception raised in creation task: The actor died because of an error raised in "
+            "its creation task, \x1b[36mray::Broken.__init__()\x1b[39m (pid=")
+    assert line in result.stderr and "RuntimeError: cannot start" in result.stderr, result.stderr
+    if runtime == "embedded":
+        assert "(Broken pid=" in result.stderr.split(line)[0].splitlines()[-1], result.stderr
+        quiet = run_python(["-c", code, "off"], env=env)
+        assert quiet.returncode == 0 and "cannot start" not in quiet.stderr, quiet.stderr
 
 
 def test_named_actors(ray):

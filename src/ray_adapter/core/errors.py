@@ -296,6 +296,25 @@ class Unserializable(CoreError):
         self.value_repr = value_repr
 
 
+#: Writes what Ray's worker logs when an actor's constructor raised ("Exception raised in
+#: creation task: ..."), given the :class:`ActorDied` (``CREATION_FAILED``) it led to. Set by
+#: the proxy (``ray._private.errors``, which words Ray's errors; every worker loads it): the
+#: runtime core only says when. None: nothing is written.
+creation_failure_reporter = None
+
+
+def report_creation_failure(death):
+    """Have the proxy write Ray's line for ``death`` (an :class:`ActorDied` whose constructor
+    raised) on this process's stderr, which a worker's output forwarding brings to the driver
+    as Ray's worker log does. Never raises."""
+    reporter = creation_failure_reporter
+    if reporter is not None:
+        try:
+            reporter(death)
+        except Exception:  # noqa: BLE001 - a report must never break the actor's failure path
+            pass
+
+
 def reported_when_unread(error):
     """Whether an object holding ``error``, freed before anyone read it, is reported as an
     unhandled error (:attr:`InitOptions.on_unhandled_error`): as Ray 2.60, a task or call that

@@ -133,6 +133,9 @@ class ActorHost:
             else:
                 w.actor_label.instance = _constructed_instance(exc, self.actor_cls)
                 failure = task_failure(exc, name, w.actor_label)
+                errors.report_creation_failure(errors.ActorDied(
+                    message.actor_id, errors.ActorDeath.CREATION_FAILED, message.class_name,
+                    creation_error=failure))
             _, results, bufs = pack_error(failure)
             w.post(protocol.ActorFailed(message.actor_id, results[0]), bufs)
             return

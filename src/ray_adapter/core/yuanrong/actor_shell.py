@@ -175,6 +175,9 @@ class ActorShell:
                 self.instance = self.loops[""].run(construct_async(self._cls, args, kwargs))
         except BaseException as exc:  # noqa: BLE001
             self.init_error = task_failure(exc, f"{self.class_name}.__init__")
+            errors.report_creation_failure(errors.ActorDied(
+                self.actor_id, errors.ActorDeath.CREATION_FAILED, self.class_name,
+                creation_error=self.init_error))
         else:
             self.label.instance = self.instance
         finally:

@@ -373,3 +373,19 @@ def from_core_error(err):
 
         return RuntimeEnvSetupError(err.detail)
     return RaySystemError(repr(err))
+
+
+def _report_creation_failure(death):
+    """Ray's worker log line for an actor whose constructor raised (``core_errors.ActorDied``,
+    ``CREATION_FAILED``), written on this process's stderr: in a worker, its output forwarding
+    prefixes it with the actor (``(A pid=N)``) on the driver's stderr, as Ray's does."""
+    import sys
+
+    try:
+        sys.stderr.write(f"Exception raised in creation task: {from_core_error(death)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # the process's stderr is gone
+        pass
+
+
+core_errors.creation_failure_reporter = _report_creation_failure
