@@ -21,3 +21,16 @@ def test_stream_item_ids_follow_the_completion_object():
     task_id = ids.IdFactory(ids.job_id(1)).task()
     assert ids.IdFactory.stream_item(task_id, 0) == task_id + (2).to_bytes(4, "little")
     assert ids.IdFactory.stream_item(task_id, 5) == task_id + (7).to_bytes(4, "little")
+
+
+def test_a_job_id_is_its_number_little_endian_as_in_ray():
+    from ray_adapter.ray import JobID
+
+    assert repr(JobID.from_int(1)) == "JobID(01000000)" and JobID.from_int(2 ** 32 - 1).hex() == "ffffffff"
+    assert JobID.from_hex("05000000").int() == 5 and JobID.from_int(7).int() == 7
+    for bad, error in ((2 ** 32, AssertionError), (-1, OverflowError), ("1", TypeError)):
+        try:
+            JobID.from_int(bad)
+        except error:
+            continue
+        raise AssertionError(f"JobID.from_int({bad!r}) did not raise {error.__name__}")

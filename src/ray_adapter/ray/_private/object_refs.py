@@ -62,7 +62,21 @@ class _BaseID:
 
 
 class JobID(_BaseID):
-    """A job id; ``hex()`` is 8 hex digits (``01000000`` for the first job)."""
+    """A job id; ``hex()`` is 8 hex digits (``01000000`` for the first job: its number,
+    4 bytes little-endian)."""
+
+    @classmethod
+    def from_int(cls, value):
+        """The id of job number ``value`` (mirrors ``JobID.from_int``); as Ray's, raises
+        AssertionError above ``2**32 - 1``, OverflowError below 0, TypeError for a non-number."""
+        assert value < 2 ** 32, "Maximum JobID integer is 2**32 - 1."
+        if value < 0:
+            raise OverflowError("can't convert negative value to uint32_t")
+        return cls(int(value).to_bytes(4, "little"))
+
+    def int(self):
+        """The job's number (mirrors ``JobID.int``)."""
+        return int.from_bytes(self._id, "little")
 
 
 class NodeID(_BaseID):
