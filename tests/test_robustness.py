@@ -220,7 +220,6 @@ def test_threaded_actor_exit_and_cancel(ray):
         ray.get(t.ping.remote(), timeout=20)
 
 
-@pytest.mark.embedded_only("yr local mode cannot interrupt a running call")
 def test_async_actor_call_can_be_cancelled(ray):
     import asyncio
 

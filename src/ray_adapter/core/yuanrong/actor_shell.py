@@ -18,6 +18,7 @@
 """
 import asyncio
 import collections
+import concurrent.futures
 import contextvars
 import inspect
 import threading
@@ -31,6 +32,7 @@ from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
+                                             start_actor_call,
                                              current_devices, current_function, current_group, current_shell,
                                              local_resources, load_args, result_box, stream_items,
                                              stream_items_async, _forget_cancel)
@@ -253,8 +255,17 @@ class ActorShell:
     def _run(self, method_name, task_id, name, num_returns, streaming, group_loop, args, kwargs):
         method = actor_method(self.instance, method_name)
         if group_loop is not None:  # an async actor: the whole call on its group's loop
-            return group_loop.run(_guarded(group_loop.semaphore, method, args, kwargs, streaming, task_id,
-                                           name, self.label, num_returns))
+            running = group_loop.submit(_guarded(group_loop.semaphore, method, args, kwargs,
+                                                 streaming, task_id, name, self.label, num_returns))
+            if not start_actor_call(task_id, running):  # cancelled before it started
+                running.cancel()
+                return Box(False, errors.TaskCancelled(task_id))
+            try:
+                return group_loop.wait(running)
+            except concurrent.futures.CancelledError:  # ray.cancel interrupted it, as in Ray
+                return _cancelled(task_id, name)
+        if not start_actor_call(task_id):  # cancelled before it started: never runs
+            return Box(False, errors.TaskCancelled(task_id))
         result = method(*args, **kwargs)
         if inspect.iscoroutine(result):  # an async method on a non-async actor
             result = asyncio.run(result)
@@ -357,8 +368,18 @@ class _GroupLoop:
     def run(self, coro):
         """Run ``coro`` on this loop in the caller's context (contextvars) and wait for its
         result; a SystemExit it raises is raised here, in the calling thread."""
-        value = asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
-                                                 self.loop).result()
+        return self.wait(self.submit(coro))
+
+    def submit(self, coro):
+        """Start ``coro`` on this loop in the caller's context: its concurrent future."""
+        return asyncio.run_coroutine_threadsafe(_in_context(contextvars.copy_context(), coro),
+                                                self.loop)
+
+    @staticmethod
+    def wait(running):
+        """The result of a :meth:`submit`-ted coroutine; a SystemExit it raised is raised here,
+        in the calling thread (``concurrent.futures.CancelledError`` if it was cancelled)."""
+        value = running.result()
         if isinstance(value, _Exited):
             raise value.exc
         return value

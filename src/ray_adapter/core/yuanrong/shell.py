@@ -166,9 +166,39 @@ def cancel_local(task_id):
 
 
 def request_cancel(task_id):
-    """Flag a running call as cancelled (actor calls, which are never skipped)."""
+    """Flag a running call as cancelled (it sees ``is_canceled()``)."""
     with _cancel_lock:
         _cancel_requested.add(task_id)
+
+
+#: Local mode: actor calls whose method has been entered -> the concurrent future of an async
+#: call on its event loop (None: a sync call, which a thread cannot interrupt).
+_started_calls = {}
+
+
+def cancel_actor_call(task_id):
+    """Local mode, ``ray.cancel`` of actor call ``task_id``: True if its method has started --
+    it then ends as Ray ends it (a sync call runs on and answers TaskCancelledError when it
+    returns; an async one is interrupted now: RayTaskError(TaskCancelledError)); False if not
+    (it will never run: :func:`start_actor_call` refuses it)."""
+    with _cancel_lock:
+        _cancel_requested.add(task_id)
+        if task_id not in _started_calls:
+            return False
+        running = _started_calls[task_id]
+    if running is not None:
+        running.cancel()  # (thread-safe: the loop cancels the coroutine)
+    return True
+
+
+def start_actor_call(task_id, running=None):
+    """Record that actor call ``task_id``'s method starts (``running``: its async call's
+    concurrent future); False if it was cancelled before (it must not run)."""
+    with _cancel_lock:
+        if task_id in _cancel_requested:
+            return False
+        _started_calls[task_id] = running
+        return True
 
 
 def cancel_requested(task_id):
@@ -178,6 +208,7 @@ def cancel_requested(task_id):
 def _forget_cancel(task_id):
     with _cancel_lock:
         _cancel_requested.discard(task_id)
+        _started_calls.pop(task_id, None)
 
 
 # -- streaming generators ------------------------------------------------------------------------

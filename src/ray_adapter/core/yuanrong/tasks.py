@@ -85,7 +85,12 @@ class TaskCalls:
         task_id = object_id[:ids.TASK_ID_SIZE]
         started = True
         if obj.actor_id is not None:
-            shell.request_cancel(task_id)  # the running call sees is_canceled(); never skipped
+            # A call whose method has started ends as Ray ends it (see cancel_actor_call): its
+            # own answer says so. One not started never runs, and fails now.
+            if self.local_mode and shell.cancel_actor_call(task_id):
+                self.streams.cancel(task_id)
+                return
+            shell.request_cancel(task_id)  # (a cluster's call sees is_canceled())
         elif self.local_mode:
             # yr's local mode loses the worker thread of a cancelled running task and then
             # schedules later tasks onto it (they never run): never let it cancel. A task that
