@@ -275,7 +275,8 @@ def test_proxy_classes_go_by_rays_names_and_pickle_back_to_themselves():
         def f():
             pass
         node = f.bind()
-        print(type(node).__module__, sys.modules[type(node).__module__] is sys.modules["ray_adapter.ray.dag.function_node"])
+        home = sys.modules["ray_adapter.ray.dag.function_node"]
+        print(type(node).__module__, sys.modules[type(node).__module__] is home)
         err = ray.exceptions.GetTimeoutError("late")
         print(traceback.format_exception_only(type(err), err)[-1].strip())
         print(all(pickle.loads(pickle.dumps(c)) is c and cloudpickle.loads(cloudpickle.dumps(c)) is c

@@ -23,6 +23,7 @@ import os
 import sys
 
 PROXY_PACKAGE = "ray_adapter.ray"
+_PROXY_PREFIX = PROXY_PACKAGE + "."
 _install_lock = _thread.RLock()
 
 
@@ -48,7 +49,7 @@ class RayProxyFinder:
     def find_spec(self, fullname, path=None, target=None):
         if not self.active:
             return None
-        if fullname.startswith(PROXY_PACKAGE) and (fullname == PROXY_PACKAGE or fullname[len(PROXY_PACKAGE)] == "."):
+        if fullname == PROXY_PACKAGE or fullname.startswith(_PROXY_PREFIX):
             return _publishing_spec(fullname, path)
         if not owns(fullname):
             return None
@@ -152,7 +153,7 @@ def publish(module):
     ``sys.modules`` under that name). Nothing is done while another ``ray`` (real Ray) is
     imported, nor for a Ray name already taken; idempotent."""
     name = getattr(module, "__name__", "")
-    if not (name == PROXY_PACKAGE or name.startswith(PROXY_PACKAGE + ".")):
+    if not (name == PROXY_PACKAGE or name.startswith(_PROXY_PREFIX)):
         return
     current = sys.modules.get("ray")
     if current is not None and current is not sys.modules.get(PROXY_PACKAGE):
