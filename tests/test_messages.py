@@ -123,7 +123,9 @@ def test_a_dead_worker_gets_rays_raylet_notice():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "crashed\n"  # the notice goes to stderr, never into the program's output
-    assert "(raylet) A worker died or was killed while executing a task by an unexpected system error." in result.stderr
+    # Tagged as Ray tags it: "(raylet)" in yellow (colorama's codes, on a terminal or not).
+    assert ("\x1b[33m(raylet)\x1b[0m A worker died or was killed while executing a task by an "
+            "unexpected system error.") in result.stderr
     assert "exit code 3" in result.stderr
 
 

@@ -370,6 +370,10 @@ def test_task_retries_are_logged_as_ray_logs_them(tmp_path):
     assert "Task flaky failed. There are 2 retries remaining, so the task will be retried." in result.stderr
     assert "Task raises_once failed. There are 1 retries remaining" in result.stderr
     assert "ValueError: first try" in result.stderr
+    # As Ray words a user exception's retry: the failed call's header, then its frames.
+    assert ("\x1b[33m(raylet)\x1b[0m Task raises_once failed. There are 1 retries remaining, so "
+            "the task will be retried. Error: User exception:\n\x1b[36mray::raises_once()\x1b[39m (pid=") \
+        in result.stderr, result.stderr
 
 
 @pytest.mark.embedded_only("the worker template process is the embedded runtime's")

@@ -296,6 +296,23 @@ class Unserializable(CoreError):
         self.value_repr = value_repr
 
 
+def task_failure_text(function_name, traceback_str, pid, ip, actor_id=None, actor_repr=None,
+                      proctitle=None):
+    """Ray's text of a failed task or actor call (the ``str`` of its ``RayTaskError``, and what
+    Ray's retry notice quotes): the call's name (``proctitle``, default ``ray::<function_name>``)
+    in cyan -- colorama's codes, as Ray's, on a terminal or not -- where it ran, then the
+    traceback without its ``Traceback (most recent call last):`` line."""
+    where = f"pid={pid}, ip={ip}"
+    if actor_id:
+        where += f", actor_id={actor_id}"
+    if actor_repr:
+        where += f", repr={actor_repr}"
+    lines = (traceback_str or "").rstrip("\n").split("\n")
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[1:]
+    return "\n".join([f"\x1b[36m{proctitle or 'ray::' + str(function_name)}()\x1b[39m ({where})"] + lines)
+
+
 #: Writes what Ray's worker logs when an actor's constructor raised ("Exception raised in
 #: creation task: ..."), given the :class:`ActorDied` (``CREATION_FAILED``) it led to. Set by
 #: the proxy (``ray._private.errors``, which words Ray's errors; every worker loads it): the

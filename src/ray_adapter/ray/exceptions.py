@@ -82,17 +82,10 @@ class RayTaskError(RayError):
                     self.ip, self.actor_repr, self.actor_id)
 
     def __str__(self):
-        where = f"pid={self.pid}, ip={self.ip}"
-        if self.actor_id:
-            where += f", actor_id={self.actor_id}"
-        if self.actor_repr:
-            where += f", repr={self.actor_repr}"
-        body = (self.traceback_str or "").rstrip("\n")
-        lines = body.split("\n")
-        if lines and lines[0].startswith("Traceback"):
-            lines = lines[1:]
-        # Ray colours the call's name cyan (colorama's codes), also when not on a terminal.
-        return "\n".join([f"\x1b[36m{self.proctitle}()\x1b[39m ({where})"] + lines)
+        from ray_adapter.core.errors import task_failure_text
+
+        return task_failure_text(self.function_name, self.traceback_str, self.pid, self.ip,
+                                 self.actor_id, self.actor_repr, self.proctitle)
 
 
 @functools.lru_cache(maxsize=None)

@@ -63,7 +63,10 @@ def notice_retry(name, retries_left, error_data, pid=None, exit_code=None):
     ``exit_code``); ``retries_left`` < 0 means infinite."""
     if error_data is not None:
         try:
-            detail = str(serialization.loads(error_data).traceback_str).rstrip()
+            err = serialization.loads(error_data)
+            detail = "User exception:\n" + errors.task_failure_text(
+                err.function_name, err.traceback_str, err.pid, err.ip,
+                getattr(err, "actor_id", None), err.actor_repr)
         except Exception:  # noqa: BLE001 - a notice never fails the retry
             detail = "the task raised an exception"
     else:
@@ -84,7 +87,7 @@ def notice_worker_died(pid, exit_code):
 def notice(text):
     """A runtime notice on the driver's stderr, tagged as Ray tags its system notices."""
     try:
-        sys.stderr.write(f"(raylet) {text}\n")
+        sys.stderr.write(f"\x1b[33m(raylet)\x1b[0m {text}\n")  # (yellow, as Ray's tag)
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
