@@ -39,6 +39,9 @@ ray.init(num_cpus=2, runtime_env={
 def listing():
     out = []
     for root, dirs, files in os.walk("."):
+        # (the bytecode `import helpers` writes there, unless PYTHONDONTWRITEBYTECODE is set:
+        # under Ray as here, so the listing leaves it out)
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
         out.extend(os.path.relpath(os.path.join(root, f), ".") for f in files)
     return sorted(out)
 
