@@ -6,6 +6,7 @@ Mirrors :mod:`ray.exceptions`. The runtime core raises backend-neutral errors
 import functools
 
 from ray_adapter import gaps
+from ray_adapter.core.errors import task_failure_text
 
 
 class RayError(Exception):
@@ -82,8 +83,6 @@ class RayTaskError(RayError):
                     self.ip, self.actor_repr, self.actor_id)
 
     def __str__(self):
-        from ray_adapter.core.errors import task_failure_text
-
         return task_failure_text(self.function_name, self.traceback_str, self.pid, self.ip,
                                  self.actor_id, self.actor_repr, self.proctitle)
 

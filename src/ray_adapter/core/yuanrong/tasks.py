@@ -85,12 +85,14 @@ class TaskCalls:
         task_id = object_id[:ids.TASK_ID_SIZE]
         started = True
         if obj.actor_id is not None:
-            # A call whose method has started ends as Ray ends it (see cancel_actor_call): its
-            # own answer says so. One not started never runs, and fails now.
-            if self.local_mode and shell.cancel_actor_call(task_id):
+            # Local mode: a call whose method has started ends as Ray ends it (see
+            # cancel_actor_call), its own answer says so; one not started never runs, and fails
+            # now. A cluster's call is flagged (it sees is_canceled()) and fails now.
+            if not self.local_mode:
+                shell.request_cancel(task_id)
+            elif shell.cancel_actor_call(task_id):
                 self.streams.cancel(task_id)
                 return
-            shell.request_cancel(task_id)  # (a cluster's call sees is_canceled())
         elif self.local_mode:
             # yr's local mode loses the worker thread of a cancelled running task and then
             # schedules later tasks onto it (they never run): never let it cancel. A task that
