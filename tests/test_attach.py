@@ -812,3 +812,133 @@ def test_ctrl_c_while_an_attached_driver_writes_a_call_loses_no_frame(registry):
     done = run_code(code, env=registry, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-3:] == ["True", "True", "True"], done.stderr[-3000:]
+
+
+def test_an_attached_drivers_own_results_come_straight_from_its_workers(registry):
+    """A small result of an attached driver's own task or actor call goes from the worker to
+    the driver as one datagram (direct_results), and the runtime does not answer the driver's
+    get of it: no GetReply arrives for those gets. A result that cannot go that way (large,
+    refs inside, an error) and a get of a result the driver dropped and got back still come
+    through the runtime, with the right value; futures and threads get theirs too."""
+    start_head(registry, "--num-cpus", "2")
+    out = driver(registry, """
+        import asyncio, gc, json, threading, time
+        import numpy as np
+        import ray
+        import ray_adapter.core
+        from ray_adapter.core.embedded import protocol
+        ray.init(address="auto")
+        core = ray_adapter.core.current()
+        answered = []
+        on_reply = core.on_reply
+
+        def counting(message, buffers):  # (what the runtime answers, counted as it arrives)
+            if type(message) is protocol.GetReply:
+                answered.append(message.req_id)
+            on_reply(message, buffers)
+
+        core.on_reply = counting
+
+        @ray.remote
+        def f(x):
+            return x
+
+        @ray.remote
+        def nested():
+            return [f.remote(3)]
+
+        @ray.remote
+        class A:
+            def g(self, x):
+                return x * 2
+
+            def big(self):
+                return np.ones(100_000)
+
+            def fail(self):
+                raise ValueError("no")
+
+        @ray.remote
+        class Holder:
+            def keep(self, refs):
+                self.refs = refs
+
+            def give(self):
+                return self.refs
+
+        a, holder = A.remote(), Holder.remote()
+        ray.get([a.g.remote(0), holder.keep.remote(None)])
+        before = len(answered)
+        small = [ray.get(f.remote(i)) for i in range(20)] + [ray.get(a.g.remote(i)) for i in range(20)]
+        small_answered = len(answered) - before
+        many = ray.get([f.remote(i) for i in range(50)])
+
+        async def awaited():
+            return [await a.g.remote(i) for i in range(10)] + list(await asyncio.gather(*[f.remote(i) for i in range(10)]))
+
+        futures = asyncio.run(awaited())
+        threads = {}
+
+        def calls(n):
+            threads[n] = [ray.get(a.g.remote(n * 100 + i)) for i in range(50)]
+
+        running = [threading.Thread(target=calls, args=(n,)) for n in range(4)]
+        for t in running:
+            t.start()
+        for t in running:
+            t.join(60)
+        before = len(answered)
+        big = float(ray.get(a.big.remote()).sum())
+        inner = ray.get(ray.get(nested.remote())[0])
+        try:
+            ray.get(a.fail.remote())
+            failed = None
+        except ValueError as e:
+            failed = str(e).splitlines()[-1]
+        others_answered = len(answered) - before
+        ref = a.g.remote(21)  # (came straight; dropped here, then got back from the holder)
+        ray.get(holder.keep.remote([ref]))
+        del ref
+        gc.collect()
+        time.sleep(0.5)  # its last ref here is gone (the runtime keeps it for the holder)
+        again = ray.get(ray.get(holder.give.remote())[0], timeout=30)
+        direct = core._direct
+        print(json.dumps({"small": small, "small_answered": small_answered, "many": many,
+                          "futures": futures, "big": big, "inner": inner, "failed": failed,
+                          "others_answered": others_answered, "again": again,
+                          "threads": threads == {n: [2 * (n * 100 + i) for i in range(50)] for n in range(4)},
+                          "received": direct.received, "waiting": len(direct._waiting)}))
+    """)
+    assert out["small"] == list(range(20)) + [2 * i for i in range(20)]
+    assert out["small_answered"] == 0, out  # each came straight; the runtime answered none
+    assert out["many"] == list(range(50))
+    assert out["futures"] == [2 * i for i in range(10)] + list(range(10))
+    assert out["threads"] is True
+    assert out["big"] == 100_000 and out["inner"] == 3 and out["failed"] == "ValueError: no"
+    assert out["others_answered"] >= 3, out  # those went through the runtime
+    assert out["again"] == 42
+    # The one-at-a-time gets and every actor call's (a task sent to a busy worker ahead of time,
+    # pipelined, goes by the runtime: the runtime may answer one it takes back first).
+    assert out["received"] >= 40 + 10 + 200, out
+    assert out["waiting"] == 0
+
+
+def test_an_attached_drivers_results_socket_is_private_and_removed_when_it_dies(registry):
+    """The datagram socket a driver takes its results on is in the runtime's private directory
+    (0700), itself 0600; a SIGKILLed driver cannot remove it: the runtime does."""
+    start_head(registry, "--num-cpus", "1")
+    guest = Background(registry, """
+        import ray, sys
+        import ray_adapter.core
+        ray.init()
+        print(ray_adapter.core.current()._direct.path, flush=True)
+        print(ray.get(ray.remote(lambda: 7).remote()), flush=True)
+        sys.stdin.readline()
+    """)
+    path = guest.line()
+    assert guest.line() == "7"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+    guest.proc.kill()
+    guest.proc.wait(10)
+    wait_until(lambda: not os.path.exists(path))

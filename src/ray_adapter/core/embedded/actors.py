@@ -43,6 +43,7 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actor_records import ActorRecord, ActorState, CallRecord
 from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
+from ray_adapter.core.embedded.direct_results import takes_direct
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.demands import Demand
 from ray_adapter.core.embedded.results import error_data
@@ -674,7 +675,8 @@ class ActorManager:
                     task_id=call.task_id, method=call.method, args=args, deps=deps,
                     num_returns=1 if call.streaming else (call.num_returns or 1), name=call.name,
                     group=call.group, streaming=call.streaming, backpressure=call.backpressure,
-                    retry_exceptions=call.retry_blob), buffers)
+                    retry_exceptions=call.retry_blob,
+                    direct=not call.streaming and takes_direct(call.caller, worker.job_id)), buffers)
                 self._events.running(call.task_id, worker)
                 if call.streaming:
                     sent_streams.append(call.task_id)
@@ -717,6 +719,8 @@ class ActorManager:
             else:
                 self._calls.pop(call.task_id, None)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
+        if message.hinted:  # its driver has them: its get of them is not answered
+            self._objects.mark_hinted(call.return_ids, worker.job_id)
         if retry:
             notice_retry(call.name, left, datas[0])
             self._flush(actor)

@@ -13,6 +13,7 @@ import pickle
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.drivers import is_driver
+from ray_adapter.core.embedded.posts import flush_posted
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.results import error_data
 from ray_adapter.core.embedded.task_support import SerializedRetry
@@ -217,11 +218,21 @@ class DriverService:
         # driver's own ray.get holds it: under load a task of test_borrowed_refs' flat-memory
         # run asked for a nested argument already freed (why is not established; perhaps a
         # follower taken back from its worker) and, held, it never answered.
+        # A request flagged direct (an attached driver's own results, see direct_results) whose
+        # objects all went to it straight gets no answer; one it *waited* for may also find
+        # them freed by then: the driver dropped its refs, which it does only once its get
+        # has returned (it holds a ref while it gets), so it had them straight too.
+        # The caller waits from now on: what the frames before this one dispatched (its task,
+        # its call) goes out first, not after this request is handled.
+        flush_posted()
         ids = message.ids
+        waited = []
         self._when(worker, message.req_id, ids, len(ids), message.timeout,
-                   lambda ok: self._send_values(worker, message.req_id, ids, ok),
+                   lambda ok: self._send_values(worker, message.req_id, ids, ok, message.direct,
+                                                bool(waited)),
                    lambda: self._send_get_error(worker, message.req_id, errors.GetTimeout(message.timeout)),
                    on_error=True)
+        waited.append(True)
 
     def on_wait(self, worker, message, buffers):
         ids = message.ids
@@ -266,7 +277,15 @@ class DriverService:
 
             state["timer"] = rt.timers.call_later(timeout, expired)
 
-    def _send_values(self, worker, req_id, ids, ok):
+    def _send_values(self, worker, req_id, ids, ok, direct=False, waited=False):
+        """Answer ``worker``'s GetReq ``req_id`` with the values of ``ids`` (``ok``: they are
+        sealed; False: the runtime is shutting down). ``direct``: the request is an attached
+        driver's that takes its own calls' results straight: when they all went that way it
+        has them, and no answer is sent (:mod:`.direct_results`); ``waited``: it waited for
+        them (see :meth:`on_get`)."""
+        if direct and ok and is_driver(worker) and worker.job_id is not None \
+                and self.rt.objects.all_hinted(ids, worker.job_id, freed_too=waited):
+            return
         if not ok:
             self._send_get_error(worker, req_id, errors.NotInitialized(
                 "ray.shutdown() was called while this call was waiting"))
