@@ -7,7 +7,8 @@ does both and prints ratios). Each run uses the ``ray`` command next to its inte
 - ``head_start_s``: ``ray start --head --num-cpus 2`` until it returns (the runtime ready);
 - ``attach_s``: ``ray.init()`` of a driver attaching to that head;
 - ``attached_task_rt_us`` / ``attached_actor_rt_us``: a no-op task / actor call, submitted and
-  waited for one at a time, from the attached driver (median of 5 batches of 500);
+  waited for one at a time, from the attached driver (median of 5 batches of 500 per driver;
+  the median of :data:`ROUNDS` drivers, alternated with the local ones below);
 - ``local_task_rt_us`` / ``local_actor_rt_us``: the same from a driver whose ``ray.init()``
   started its own runtime (``address="local"``, 2 CPUs); ``attached_vs_local_*``: the ratio
   (issue 19's target: within 1.5x);
@@ -19,6 +20,7 @@ Prints one JSON object as its last line.
 """
 import json
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -97,6 +99,10 @@ print(json.dumps({"job_running_s": statistics.median(running), "job_ray_task_s":
 """
 
 
+#: Drivers of each kind run, alternated (the round-trip figures are the medians).
+ROUNDS = 3
+
+
 def _free_port():
     import socket
 
@@ -123,8 +129,14 @@ def main():
         head_s = time.perf_counter() - start
         if started.returncode != 0:
             raise SystemExit(f"ray start failed:\n{started.stderr[-3000:]}")
-        attached = _driver(env, "auto")
-        local = _driver(env, "local")
+        # Alternated, ROUNDS of each, each figure the median of its rounds: this machine's load
+        # drifts over seconds, and a ratio of two figures taken far apart drifts with it.
+        runs = {"auto": [], "local": []}
+        for _ in range(ROUNDS):
+            for address in runs:
+                runs[address].append(_driver(env, address))
+        attached, local = ({k: statistics.median(r[k] for r in runs[address]) for k in runs[address][0]}
+                           for address in ("auto", "local"))
         jobs = subprocess.run([sys.executable, "-c", _JOBS, f"http://127.0.0.1:{port}"], env=env,
                               capture_output=True, text=True, timeout=600)
         if jobs.returncode != 0:
