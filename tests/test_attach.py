@@ -942,3 +942,28 @@ def test_an_attached_drivers_results_socket_is_private_and_removed_when_it_dies(
     guest.proc.kill()
     guest.proc.wait(10)
     wait_until(lambda: not os.path.exists(path))
+
+
+def test_calls_a_driver_got_straight_are_recorded_finished_after_it_leaves(registry):
+    """A driver that leaves right after its last get (which came straight from the worker)
+    first waits for the runtime to have sealed those results: its job's end (its actors
+    killed, its unfinished tasks cancelled) must not record them as failed, as Ray's State API
+    lists them FINISHED."""
+    start_head(registry, "--num-cpus", "2")
+    code = ("import ray\nray.init()\n@ray.remote\nclass A:\n    def f(self): return 1\n"
+            "f = ray.remote(lambda: 1)\n"
+            "assert ray.get([f.remote(), A.remote().f.remote()]) == [1, 1]\n"
+            "a = A.remote()\nassert ray.get(f.remote()) == 1 and ray.get(a.f.remote()) == 1\n")
+    for _ in range(10):
+        done = run_code(code, env=registry)
+        assert done.returncode == 0, done.stderr
+    states = driver(registry, """
+        import collections, json, ray
+        from ray.util.state import list_tasks
+        ray.init()
+        print(json.dumps(collections.Counter(
+            (t.type, t.state) for t in list_tasks(limit=1000) if t.type != "DRIVER_TASK"
+            and t.type != "ACTOR_CREATION_TASK").most_common()))
+    """)
+    assert dict((f"{kind}:{state}", n) for (kind, state), n in states) == {
+        "NORMAL_TASK:FINISHED": 20, "ACTOR_TASK:FINISHED": 20}, states

@@ -39,7 +39,7 @@ from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.embedded.direct_results import DirectResults
+from ray_adapter.core.embedded.direct_results import SETTLE_S, DirectResults
 from ray_adapter.core.embedded.driver_reading import ReadRole
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
 from ray_adapter.core.embedded.pool import driver_code_path
@@ -361,6 +361,13 @@ class AttachedCore(WorkerCore):
     def shutdown(self):
         """Detach: the runtime ends this driver's job, after what this driver sent (calls
         sent without waiting among them) is written (for at most :data:`DETACH_WRITE_S`)."""
+        if self._gone is None and self._direct is not None:
+            latest = self._direct.latest()
+            if latest:  # (the runtime records their calls as finished before the job ends)
+                try:
+                    self.wait(latest, len(latest), SETTLE_S)
+                except errors.CoreError:  # the runtime ended meanwhile
+                    pass
         if self._gone is None:
             self._worker.post(protocol.Exit())  # an intended exit (its actors: OWNER_DIED, intended)
             self._worker.channel.wait_written(DETACH_WRITE_S)

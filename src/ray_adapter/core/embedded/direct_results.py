@@ -36,6 +36,7 @@ its reader thread when nobody waits, or the caller of ``ray.get`` that borrowed 
 connection's read role (:mod:`.driver_reading`); its tables are guarded by its own leaf lock,
 and the requests it completes are completed after the lock is let go.
 """
+import collections
 import errno
 import os
 import secrets
@@ -51,6 +52,11 @@ from ray_adapter.core.embedded import protocol
 MAX_BYTES = 1 << 16
 _RECV_BYTES = MAX_BYTES + (1 << 12)  # one datagram: the results and the message around them
 _FLAGS = socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0)
+#: How many of the last results received straight a detaching driver waits for the runtime to
+#: have sealed (:meth:`DirectResults.latest`).
+LATEST = 256
+#: Longest it waits for them (seconds).
+SETTLE_S = 2.0
 
 
 class ResultSender:
@@ -131,6 +137,9 @@ class DirectResults:
         self._by_object = {}    # object id -> the req_ids waiting for it
         self._doomed = set()    # forgotten while waited for: dropped when no request waits
         self.received = 0       # datagrams received (for tests; written under the lock)
+        # The objects of the last datagrams: the runtime may not have read their TaskDone yet
+        # (see :meth:`latest`); a bounded window, oldest dropped first
+        self._latest = collections.deque(maxlen=LATEST)
 
     # -- what the driver made and holds ------------------------------------------------------
     def expect(self, object_ids):
@@ -155,6 +164,14 @@ class DirectResults:
                 return [stash[oid] for oid in object_ids]
             except KeyError:
                 return None
+
+    def latest(self):
+        """The objects of the last datagrams received (at most :data:`LATEST`): before the
+        driver detaches it waits until the runtime has sealed them, so that the calls it got
+        straight are not taken, when its job ends a moment later, for calls still running (an
+        actor's killed with it, a task cancelled) and recorded as failed."""
+        with self._lock:
+            return list(self._latest)
 
     # -- requests ----------------------------------------------------------------------------
     def await_request(self, req_id, object_ids):
@@ -214,6 +231,7 @@ class DirectResults:
                 continue  # (only this user's processes can send here: a bug, not an attack)
             object_ids = ids.IdFactory.returns(message.task_id, len(message.results))
             with self._lock:
+                self._latest.extend(object_ids)
                 expected, stash, by_object = self._expected, self._stash, self._by_object
                 touched = set()
                 for oid, payload in zip(object_ids, message.results):
