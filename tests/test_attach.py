@@ -815,29 +815,19 @@ def test_ctrl_c_while_an_attached_driver_writes_a_call_loses_no_frame(registry):
 
 
 def test_an_attached_drivers_own_results_come_straight_from_its_workers(registry):
-    """A small result of an attached driver's own task or actor call goes from the worker to
-    the driver as one datagram (direct_results), and the runtime does not answer the driver's
-    get of it: no GetReply arrives for those gets. A result that cannot go that way (large,
-    refs inside, an error) and a get of a result the driver dropped and got back still come
-    through the runtime, with the right value; futures and threads get theirs too."""
+    """A small result of an attached driver's own task or actor call also goes from the worker
+    to the driver as one datagram (direct_results), and the driver's get of it completes from
+    that (before the runtime's answer, which comes too, as a rule). A result that cannot go that
+    way (large, refs inside, an error) and a get of a result the driver dropped and got back
+    come through the runtime, with the right value; futures and threads get theirs too."""
     start_head(registry, "--num-cpus", "2")
     out = driver(registry, """
         import asyncio, gc, json, threading, time
         import numpy as np
         import ray
         import ray_adapter.core
-        from ray_adapter.core.embedded import protocol
         ray.init(address="auto")
-        core = ray_adapter.core.current()
-        answered = []
-        on_reply = core.on_reply
-
-        def counting(message, buffers):  # (what the runtime answers, counted as it arrives)
-            if type(message) is protocol.GetReply:
-                answered.append(message.req_id)
-            on_reply(message, buffers)
-
-        core.on_reply = counting
+        direct = ray_adapter.core.current()._direct
 
         @ray.remote
         def f(x):
@@ -868,9 +858,9 @@ def test_an_attached_drivers_own_results_come_straight_from_its_workers(registry
 
         a, holder = A.remote(), Holder.remote()
         ray.get([a.g.remote(0), holder.keep.remote(None)])
-        before = len(answered)
+        before = direct.completed
         small = [ray.get(f.remote(i)) for i in range(20)] + [ray.get(a.g.remote(i)) for i in range(20)]
-        small_answered = len(answered) - before
+        small_straight = direct.completed - before
         many = ray.get([f.remote(i) for i in range(50)])
 
         async def awaited():
@@ -887,7 +877,7 @@ def test_an_attached_drivers_own_results_come_straight_from_its_workers(registry
             t.start()
         for t in running:
             t.join(60)
-        before = len(answered)
+        before = direct.completed
         big = float(ray.get(a.big.remote()).sum())
         inner = ray.get(ray.get(nested.remote())[0])
         try:
@@ -895,27 +885,29 @@ def test_an_attached_drivers_own_results_come_straight_from_its_workers(registry
             failed = None
         except ValueError as e:
             failed = str(e).splitlines()[-1]
-        others_answered = len(answered) - before
+        others_straight = direct.completed - before
         ref = a.g.remote(21)  # (came straight; dropped here, then got back from the holder)
         ray.get(holder.keep.remote([ref]))
         del ref
         gc.collect()
         time.sleep(0.5)  # its last ref here is gone (the runtime keeps it for the holder)
         again = ray.get(ray.get(holder.give.remote())[0], timeout=30)
-        direct = core._direct
-        print(json.dumps({"small": small, "small_answered": small_answered, "many": many,
+        print(json.dumps({"small": small, "small_straight": small_straight, "many": many,
                           "futures": futures, "big": big, "inner": inner, "failed": failed,
-                          "others_answered": others_answered, "again": again,
+                          "others_straight": others_straight, "again": again,
                           "threads": threads == {n: [2 * (n * 100 + i) for i in range(50)] for n in range(4)},
                           "received": direct.received, "waiting": len(direct._waiting)}))
     """)
     assert out["small"] == list(range(20)) + [2 * i for i in range(20)]
-    assert out["small_answered"] == 0, out  # each came straight; the runtime answered none
+    # Each came straight; the datagram completes the get unless the runtime's answer is in
+    # first (it went out before the datagram: a rule, not a guarantee, on a loaded machine).
+    assert out["small_straight"] >= 10, out
     assert out["many"] == list(range(50))
     assert out["futures"] == [2 * i for i in range(10)] + list(range(10))
     assert out["threads"] is True
     assert out["big"] == 100_000 and out["inner"] == 3 and out["failed"] == "ValueError: no"
-    assert out["others_answered"] >= 3, out  # those went through the runtime
+    # Those went through the runtime only (a nested call's get of the ref inside is another's).
+    assert out["others_straight"] == 0, out
     assert out["again"] == 42
     # The one-at-a-time gets and every actor call's (a task sent to a busy worker ahead of time,
     # pipelined, goes by the runtime: the runtime may answer one it takes back first).
@@ -967,3 +959,54 @@ def test_calls_a_driver_got_straight_are_recorded_finished_after_it_leaves(regis
     """)
     assert dict((f"{kind}:{state}", n) for (kind, state), n in states) == {
         "NORMAL_TASK:FINISHED": 20, "ACTOR_TASK:FINISHED": 20}, states
+
+
+def test_one_value_per_object_when_the_worker_dies_right_after_answering(registry):
+    """What an attached driver got straight from a worker is what the runtime records: an actor
+    killed right after a call (ray.kill) or a worker that dies right after its answer leaves
+    one outcome per ref, whether the driver gets it or passes it to a task (before, the driver
+    could hold the value while the runtime recorded ActorDiedError, or re-ran the task)."""
+    start_head(registry, "--num-cpus", "2")
+    out = driver(registry, """
+        import collections, json, os, signal, threading, uuid
+        import ray
+        ray.init()
+
+        @ray.remote
+        class A:
+            def g(self, x):
+                return x
+
+        @ray.remote
+        def use(x):
+            return x
+
+        @ray.remote(max_retries=1)
+        def dies_after():
+            threading.Thread(target=lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+            return uuid.uuid4().hex
+
+        def outcomes(ref):
+            seen = []
+            for how in ("get", "task", "get"):
+                try:
+                    seen.append(ray.get(ref if how == "get" else use.remote(ref), timeout=60))
+                except ray.exceptions.RayError as e:
+                    seen.append(type(e.cause if isinstance(e, ray.exceptions.RayTaskError) and e.cause
+                                     is not None else e).__name__)
+            return seen
+
+        split = collections.Counter()
+        for _ in range(20):
+            a = A.remote()
+            ray.get(a.g.remote(0))
+            ref = a.g.remote(3)
+            ray.kill(a)
+            seen = outcomes(ref)
+            split["kill" if len(set(map(str, seen))) > 1 else "kill-ok"] += 1
+        for _ in range(20):
+            seen = outcomes(dies_after.remote())
+            split["dies" if len(set(map(str, seen))) > 1 else "dies-ok"] += 1
+        print(json.dumps(split))
+    """, timeout=300)
+    assert out == {"kill-ok": 20, "dies-ok": 20}, out

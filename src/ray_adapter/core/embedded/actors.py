@@ -268,6 +268,13 @@ class ActorManager:
 
     # -- process exit, death -----------------------------------------------------------------
     def on_worker_exit(self, worker):
+        with self._lock:
+            doomed, worker.doomed = worker.doomed, None
+        if doomed is not None:  # its dead actor's calls it did not answer (see die)
+            calls, death = doomed
+            data = error_data(death)
+            for call in calls.values():
+                self._fail_call(call, death, data)
         actor = worker.actor
         if actor is None:
             return
@@ -369,6 +376,7 @@ class ActorManager:
         with self._lock:
             if actor.state is ActorState.DEAD:
                 return
+            was_alive = actor.state is ActorState.ALIVE
             actor.state = ActorState.DEAD
             actor.times[2] = actor.times[3] = time.time()
             o = actor.options
@@ -380,17 +388,25 @@ class ActorManager:
             actor.death = death
             if not draining:  # (a draining actor keeps its name until its process exits, as in Ray)
                 self._free_name_locked(actor)
-            calls = list(extra_calls) + ([] if draining else list(actor.inflight.values())) \
-                + list(actor.pending)
+            inflight = [] if draining else list(actor.inflight.values())
+            worker = grant = None
             if not draining:
                 actor.inflight.clear()
+                worker, actor.worker = actor.worker, None
+                grant, actor.grant = actor.grant, None
+            if worker is not None and retire and inflight and was_alive \
+                    and worker.state is not WorkerState.DEAD:
+                # A live actor killed or told to exit: what it answered before its stream ends
+                # stands (its caller may have the answer already: direct_results, and Ray
+                # keeps a reply its caller got); the rest fails with its death then
+                # (on_worker_exit, which runs after the pool marks it DEAD: checked here
+                # under the same lock). Calls behind a constructor that failed fail now.
+                worker.doomed = ({call.task_id: call for call in inflight}, death)
+                inflight = []
+            calls = list(extra_calls) + inflight + list(actor.pending)
             actor.pending.clear()
             for call in calls:
                 self._calls.pop(call.task_id, None)
-            worker = grant = None
-            if not draining:
-                worker, actor.worker = actor.worker, None
-                grant, actor.grant = actor.grant, None
             if worker is not None:
                 worker.actor = None
                 actor.last_process = _PastProcess(worker.pid, worker.node)
@@ -708,8 +724,12 @@ class ActorManager:
             actor = worker.actor
             call = actor.inflight.pop(message.task_id, None) if actor is not None else None
             if call is None:
-                return
-            if not message.ok and message.retryable and call.retries_left != 0 \
+                doomed = worker.doomed
+                call = doomed[0].pop(message.task_id, None) if doomed is not None else None
+                if call is None:
+                    return
+                actor = None  # answered before its killed actor's process ended (see die)
+            elif not message.ok and message.retryable and call.retries_left != 0 \
                     and actor.state is not ActorState.DEAD:
                 left = call.retries_left
                 if call.retries_left > 0:
@@ -719,8 +739,9 @@ class ActorManager:
             else:
                 self._calls.pop(call.task_id, None)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
-        if message.hinted:  # its driver has them: its get of them is not answered
-            self._objects.mark_hinted(call.return_ids, worker.job_id)
+        if actor is None:
+            self._finish_call(call, datas, not message.ok)
+            return
         if retry:
             notice_retry(call.name, left, datas[0])
             self._flush(actor)

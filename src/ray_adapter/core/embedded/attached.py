@@ -39,7 +39,7 @@ from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.embedded.direct_results import SETTLE_S, DirectResults
+from ray_adapter.core.embedded.direct_results import DirectResults
 from ray_adapter.core.embedded.driver_reading import ReadRole
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
 from ray_adapter.core.embedded.pool import driver_code_path
@@ -233,7 +233,7 @@ class AttachedCore(WorkerCore):
 
     def on_reply(self, message, buffers):
         if self._direct is not None and type(message) is protocol.GetReply:
-            self._direct.end_request(message.req_id)  # (answered by the runtime after all)
+            self._direct.end_request(message.req_id)  # (answered by the runtime: over, if not yet)
         slot = self._pending.get(message.req_id)
         if slot is not None and slot.callback is not None:  # user code: the callbacks thread
             if self._pending.pop(message.req_id, None) is not None:
@@ -269,10 +269,12 @@ class AttachedCore(WorkerCore):
         return future
 
     def _get_request(self, req_id, object_ids, timeout):
-        """The GetReq, flagged ``direct`` when every object may come straight (its slot is
-        registered already: it is completed at once if they all came meanwhile)."""
-        direct = self._direct is not None and self._direct.await_request(req_id, object_ids)
-        return protocol.GetReq(req_id, object_ids, timeout, direct)
+        """The GetReq; when every object may come straight, the request is completed by
+        whichever comes first, the datagrams or the runtime's answer (its slot is registered
+        already: it is completed at once if they all came meanwhile)."""
+        if self._direct is not None:
+            self._direct.await_request(req_id, object_ids)
+        return protocol.GetReq(req_id, object_ids, timeout)
 
     def _completed(self, req_id, payloads):
         """Request ``req_id`` has all its objects straight from their workers (the thread that
@@ -361,13 +363,6 @@ class AttachedCore(WorkerCore):
     def shutdown(self):
         """Detach: the runtime ends this driver's job, after what this driver sent (calls
         sent without waiting among them) is written (for at most :data:`DETACH_WRITE_S`)."""
-        if self._gone is None and self._direct is not None:
-            latest = self._direct.latest()
-            if latest:  # (the runtime records their calls as finished before the job ends)
-                try:
-                    self.wait(latest, len(latest), SETTLE_S)
-                except errors.CoreError:  # the runtime ended meanwhile
-                    pass
         if self._gone is None:
             self._worker.post(protocol.Exit())  # an intended exit (its actors: OWNER_DIED, intended)
             self._worker.channel.wait_written(DETACH_WRITE_S)

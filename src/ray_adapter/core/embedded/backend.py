@@ -305,7 +305,9 @@ class EmbeddedBackend(RuntimeCore):
         self._handlers[type(message)](worker, message, buffers)
 
     def _on_done(self, worker, message, buffers):
-        if worker.actor is not None:
+        # (An actor killed a moment ago keeps its calls in flight on its process: ``doomed``,
+        # set before ``actor`` is cleared, see ActorManager.die.)
+        if worker.actor is not None or worker.doomed is not None:
             self.actors.on_call_done(worker, message, buffers)
         else:
             self.tasks.on_done(worker, message, buffers)

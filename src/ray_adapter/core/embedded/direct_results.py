@@ -3,30 +3,31 @@
 An attached driver (:mod:`.attached`) reaches the runtime through the runtime's process (the
 *head*): its submissions, its gets and every result pass through it, which costs a round trip
 two wake-ups of the head. For a result that the driver itself waits for, one of them is not
-needed: the worker that produced it can send it straight to the driver, as Ray's workers
+needed: the worker that produced it can also send it straight to the driver, as Ray's workers
 return results to the caller that owns them. So:
 
 - the driver binds a Unix datagram socket (:class:`DirectResults`) in the runtime's private
   directory (0700, the socket 0600: nobody but this OS user can send to it) and names it in
   its :class:`protocol.AttachHello`; the runtime gives the path to the workers of the driver's
   job (``Init.results_path``), and flags the calls the driver submitted (``RunTask.direct``,
-  ``CallActor.direct``);
-- the worker (:class:`ResultSender`) sends a flagged call's results as one
-  :class:`protocol.DirectResult` datagram, without waiting, *before* its ``TaskDone`` goes to
-  the runtime, when they are ``ok``, small (:data:`MAX_BYTES`) and inline (no shared-memory
-  buffers, no refs or actor handles pickled inside: those need the runtime's bookkeeping);
-  ``TaskDone.hinted`` says whether it did;
-- the runtime still records and seals every result (other callers, ``ray.wait``, the State
-  API and the object's life are as before), marks the ones sent straight
-  (``ObjectTable.mark_hinted``), and does not answer a driver's ``GetReq`` flagged ``direct``
-  whose objects all came straight: the driver completes it from the datagrams.
+  ``CallActor.direct``; not a task sent to a busy worker ahead of time, nor a stream);
+- the worker (:class:`ResultSender`) answers a flagged call as any other, with its
+  ``TaskDone`` to the runtime, and once that is written (not merely queued) sends the same
+  results as one :class:`protocol.DirectResult` datagram, without waiting, when they are
+  ``ok``, small (:data:`MAX_BYTES`) and inline (no shared-memory buffers, no refs or actor
+  handles pickled inside: those need the runtime's bookkeeping);
+- the runtime records, seals and answers as before; the driver completes its get from
+  whichever comes first, the datagram or the runtime's answer, and keeps what came straight
+  while it holds refs to it (a later get of it returns at once).
 
-The driver flags a get ``direct`` only when every object in it is one it awaits or holds
-straight (:meth:`DirectResults.await_request`: results of its own minted calls, whose refs it
-has not dropped), and from then on keeps whatever comes for them until the request is over,
-even if its last ref to one goes meanwhile; a datagram that never came (an error, a large value, a full socket) leaves the object
-unmarked, and the runtime answers as before. Whatever the order in which the datagram and the
-runtime's answer arrive, the request completes once, from whichever comes first.
+**One value per object.** The driver may use a datagram before the runtime has read the
+``TaskDone`` it follows, so the runtime must never record anything else for that call: the
+``TaskDone`` was written first, and the runtime reads a worker's frames in order up to its
+end before it fails what the worker left unanswered (a crash, a retry); an actor killed
+(``ray.kill``, its owner's end) keeps its calls in flight until its process's stream ends
+(``ActorManager.die``), so one it answered before it died is answered, as in Ray, where the
+reply the caller got stands. A worker that dies between its ``TaskDone`` and the datagram, a
+datagram that finds the driver's socket full: the runtime's answer completes the get.
 
 Threads: the worker's sender is written once (``Init``, the main thread) and used by whichever
 thread answers a call (a datagram is sent whole by one ``send``); ``calls`` is a set (its
@@ -36,7 +37,6 @@ its reader thread when nobody waits, or the caller of ``ray.get`` that borrowed 
 connection's read role (:mod:`.driver_reading`); its tables are guarded by its own leaf lock,
 and the requests it completes are completed after the lock is let go.
 """
-import collections
 import errno
 import os
 import secrets
@@ -52,11 +52,7 @@ from ray_adapter.core.embedded import protocol
 MAX_BYTES = 1 << 16
 _RECV_BYTES = MAX_BYTES + (1 << 12)  # one datagram: the results and the message around them
 _FLAGS = socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0)
-#: How many of the last results received straight a detaching driver waits for the runtime to
-#: have sealed (:meth:`DirectResults.latest`).
-LATEST = 256
-#: Longest it waits for them (seconds).
-SETTLE_S = 2.0
+
 
 
 class ResultSender:
@@ -77,30 +73,33 @@ class ResultSender:
             return
         self._sock = sock
 
-    def send(self, task_id, ok, results, buffers):
-        """Send call ``task_id``'s reply straight to the driver if the call was flagged and the
-        reply may go that way; True when it went (``TaskDone.hinted``). Never blocks: a driver
-        that is not reading (its socket full) or gone gets nothing (the runtime answers it)."""
+    def takes(self, task_id, ok, results, buffers):
+        """True when call ``task_id``'s reply (``ok``, its result payloads and buffers) is to go
+        straight to the driver too (the call was flagged, the reply may go that way): send it
+        with :meth:`send` once its ``TaskDone`` is written. Forgets the call either way."""
         if task_id not in self.calls:
             return False
         self.calls.discard(task_id)
-        sock = self._sock
-        if sock is None or not ok or buffers or not results:
+        if self._sock is None or not ok or buffers or not results:
             return False
         size = 0
         for payload in results:
             if payload.refs or payload.handles or payload.count:
                 return False
             size += len(payload.data)
-        if size > MAX_BYTES:
-            return False
+        return size <= MAX_BYTES
+
+    def send(self, task_id, results):
+        """Send call ``task_id``'s results straight to the driver. Never blocks: a driver that
+        is not reading (its socket full) or is gone gets nothing (the runtime answers it)."""
+        sock = self._sock
+        if sock is None:
+            return
         try:
             sock.send(protocol.encode(protocol.DirectResult(task_id, results)), _FLAGS)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS):
                 self._sock = None  # the driver ended (ECONNREFUSED): it takes nothing more
-            return False
-        return True
 
 
 class DirectResults:
@@ -133,13 +132,11 @@ class DirectResults:
         self._lock = threading.Lock()
         self._expected = set()  # results of this driver's calls it holds refs to, not come yet
         self._stash = {}        # object id -> the Payload that came straight
-        self._waiting = {}      # req_id -> its object ids (a GetReq flagged direct)
+        self._waiting = {}      # req_id -> its object ids (a GetReq the datagrams may complete)
         self._by_object = {}    # object id -> the req_ids waiting for it
         self._doomed = set()    # forgotten while waited for: dropped when no request waits
         self.received = 0       # datagrams received (for tests; written under the lock)
-        # The objects of the last datagrams: the runtime may not have read their TaskDone yet
-        # (see :meth:`latest`); a bounded window, oldest dropped first
-        self._latest = collections.deque(maxlen=LATEST)
+        self.completed = 0      # requests completed from them (for tests; under the lock)
 
     # -- what the driver made and holds ------------------------------------------------------
     def expect(self, object_ids):
@@ -165,26 +162,19 @@ class DirectResults:
             except KeyError:
                 return None
 
-    def latest(self):
-        """The objects of the last datagrams received (at most :data:`LATEST`): before the
-        driver detaches it waits until the runtime has sealed them, so that the calls it got
-        straight are not taken, when its job ends a moment later, for calls still running (an
-        actor's killed with it, a task cancelled) and recorded as failed."""
-        with self._lock:
-            return list(self._latest)
-
     # -- requests ----------------------------------------------------------------------------
     def await_request(self, req_id, object_ids):
         """Request ``req_id`` (a GetReq about to be sent) asks for ``object_ids``: True when
-        each came straight or may still (the request is then flagged ``direct``, and completed
-        once all are here: at once, from this thread, if they are already); False: the
-        runtime answers it (nothing is registered)."""
+        each came straight or may still (the request is then completed once all are here, at
+        once, from this thread, if they are already, unless the runtime's answer came first:
+        :meth:`end_request`); False: only the runtime answers it (nothing is registered)."""
         with self._lock:
             expected, stash = self._expected, self._stash
             if not all(oid in stash or oid in expected for oid in object_ids):
                 return False
             if all(oid in stash for oid in object_ids):
                 payloads = [stash[oid] for oid in object_ids]
+                self.completed += 1
             else:
                 payloads = None
                 self._waiting[req_id] = object_ids
@@ -231,7 +221,6 @@ class DirectResults:
                 continue  # (only this user's processes can send here: a bug, not an attack)
             object_ids = ids.IdFactory.returns(message.task_id, len(message.results))
             with self._lock:
-                self._latest.extend(object_ids)
                 expected, stash, by_object = self._expected, self._stash, self._by_object
                 touched = set()
                 for oid, payload in zip(object_ids, message.results):
@@ -244,6 +233,7 @@ class DirectResults:
                 for req_id in touched:
                     wanted = self._waiting[req_id]
                     if all(oid in stash for oid in wanted):
+                        self.completed += 1
                         done.append((req_id, [stash[oid] for oid in wanted]))
                         self._unregister_locked(req_id)
         if received:

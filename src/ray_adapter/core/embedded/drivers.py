@@ -5,8 +5,8 @@ requests (submissions, gets, puts, names, placement groups, State API queries) a
 typed messages a worker's nested calls send (:mod:`.service` answers both), and the
 references it holds are lent to it and tracked as a worker's are. Tasks and actor calls go to
 the workers that run them; a small result of the driver's own call also goes from the worker
-straight to the driver (:mod:`.direct_results`), whose get of it the runtime then leaves
-unanswered.
+straight to the driver (:mod:`.direct_results`), whose get of it completes from that or from
+the runtime's answer, whichever comes first.
 
 What is the driver's own (:class:`AttachedDrivers`):
 

@@ -59,7 +59,7 @@ _READY = ObjectState.READY
 
 class Entry:
     __slots__ = ("state", "data", "is_error", "refs", "pinned", "waiters", "producer",
-                 "contained", "handles", "read", "owner", "hinted")
+                 "contained", "handles", "read", "owner")
 
     def __init__(self, producer=None, refs=0):
         self.state = ObjectState.PENDING
@@ -73,7 +73,6 @@ class Entry:
         self.handles = None       # ids of the actors whose handles its value holds
         self.read = False         # an error someone has seen (see the module notes)
         self.owner = None         # the attached driver it was lent to at creation (see lend)
-        self.hinted = None        # the job whose attached driver got its value straight
 
 
 class _Waiter:
@@ -352,31 +351,6 @@ class ObjectTable:
         if missing is not None:
             raise errors.ObjectFreed(missing)
         return out
-
-    def mark_hinted(self, object_ids, job_id):
-        """The values of pending ``object_ids`` went straight to job ``job_id``'s attached
-        driver (:mod:`.direct_results`); called before they are sealed."""
-        with self._lock:
-            for oid in object_ids:
-                entry = self._objects.get(oid)
-                if entry is not None:
-                    entry.hinted = job_id
-
-    def all_hinted(self, object_ids, job_id, freed_too=False):
-        """True when each of ``object_ids`` is sealed with a value that went straight to job
-        ``job_id``'s attached driver (its ``GetReq`` flagged ``direct`` needs no answer).
-        ``freed_too``: an id no longer held counts as such (see ``DriverService.on_get``)."""
-        with self._lock:
-            objs = self._objects
-            for oid in object_ids:
-                entry = objs.get(oid)
-                if entry is None:
-                    if freed_too:
-                        continue
-                    return False
-                if entry.hinted != job_id or entry.is_error or entry.state is not _READY:
-                    return False
-        return True
 
     def values(self, object_ids):
         """``[(data, is_error)]`` of sealed objects; raises ObjectFreed for a missing one."""

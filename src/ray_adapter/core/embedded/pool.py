@@ -68,7 +68,7 @@ class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "ran_tasks", "actor",
                  "known_keys", "calls", "borrowed", "exit_intended", "blocked", "pins", "spec",
                  "followers", "booted", "boot_failure", "job_id", "namespace", "times",
-                 "retired_for", "read_role", "__weakref__")
+                 "retired_for", "read_role", "doomed", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -101,6 +101,10 @@ class WorkerHandle:
         #: the epoch: the State API lists a worker once it was given work, as Ray's GCS does
         self.times = [time.time(), None, None]
         self.retired_for = None  # why the runtime asked it to exit (see WorkerPool.retire)
+        #: ``({task_id: call}, death)``: the calls its dead actor had in flight when the runtime
+        #: killed or retired it, answered by it if it did before its stream ended, else failed
+        #: with ``death`` then (``ActorManager.die``; under the actor manager's lock)
+        self.doomed = None
 
     def exit_facts(self):
         """Why this ended worker or driver ended, as plain data for the State API: ``cause``

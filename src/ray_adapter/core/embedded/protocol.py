@@ -286,15 +286,13 @@ class TaskDone(_Msg):
     ok: bool
     results: List[Payload]
     retryable: bool = False
-    #: The same results went straight to the job's attached driver too (:class:`DirectResult`):
-    #: its ``GetReq`` with ``direct`` set for them is not answered (the driver has them).
-    hinted: bool = False
 
 
 class DirectResult(_Msg):
     """A finished call's results, sent by the worker straight to the attached driver that
-    submitted it, as one datagram (:mod:`.direct_results`): only ``ok`` results, small, inline
-    (no out-of-band buffers, no refs or actor handles inside)."""
+    submitted it, as one datagram, once its :class:`TaskDone` is written to the runtime
+    (:mod:`.direct_results`): only ``ok`` results, small, inline (no out-of-band buffers, no
+    refs or actor handles inside)."""
 
     task_id: bytes
     results: List[Payload]
@@ -442,10 +440,6 @@ class GetReq(_Msg):
     req_id: int
     ids: List[bytes]
     timeout: Optional[float]
-    #: (An attached driver.) Each of ``ids`` is a result of this driver's own calls that it
-    #: has or awaits straight from the worker: if all came that way (``TaskDone.hinted``),
-    #: no reply is sent (the driver completes the request from them).
-    direct: bool = False
 
 
 class WaitReq(_Msg):

@@ -218,21 +218,14 @@ class DriverService:
         # driver's own ray.get holds it: under load a task of test_borrowed_refs' flat-memory
         # run asked for a nested argument already freed (why is not established; perhaps a
         # follower taken back from its worker) and, held, it never answered.
-        # A request flagged direct (an attached driver's own results, see direct_results) whose
-        # objects all went to it straight gets no answer; one it *waited* for may also find
-        # them freed by then: the driver dropped its refs, which it does only once its get
-        # has returned (it holds a ref while it gets), so it had them straight too.
         # The caller waits from now on: what the frames before this one dispatched (its task,
         # its call) goes out first, not after this request is handled.
         flush_posted()
         ids = message.ids
-        waited = []
         self._when(worker, message.req_id, ids, len(ids), message.timeout,
-                   lambda ok: self._send_values(worker, message.req_id, ids, ok, message.direct,
-                                                bool(waited)),
+                   lambda ok: self._send_values(worker, message.req_id, ids, ok),
                    lambda: self._send_get_error(worker, message.req_id, errors.GetTimeout(message.timeout)),
                    on_error=True)
-        waited.append(True)
 
     def on_wait(self, worker, message, buffers):
         ids = message.ids
@@ -277,15 +270,7 @@ class DriverService:
 
             state["timer"] = rt.timers.call_later(timeout, expired)
 
-    def _send_values(self, worker, req_id, ids, ok, direct=False, waited=False):
-        """Answer ``worker``'s GetReq ``req_id`` with the values of ``ids`` (``ok``: they are
-        sealed; False: the runtime is shutting down). ``direct``: the request is an attached
-        driver's that takes its own calls' results straight: when they all went that way it
-        has them, and no answer is sent (:mod:`.direct_results`); ``waited``: it waited for
-        them (see :meth:`on_get`)."""
-        if direct and ok and is_driver(worker) and worker.job_id is not None \
-                and self.rt.objects.all_hinted(ids, worker.job_id, freed_too=waited):
-            return
+    def _send_values(self, worker, req_id, ids, ok):
         if not ok:
             self._send_get_error(worker, req_id, errors.NotInitialized(
                 "ray.shutdown() was called while this call was waiting"))

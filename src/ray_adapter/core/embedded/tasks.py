@@ -277,8 +277,6 @@ class TaskManager:
                 self._pool.put_back(worker)
             self._scheduler.release_and_start(grant)
         datas = [protocol.from_payload(p, buffers) for p in message.results]
-        if message.hinted:  # its driver has them: its get of them is not answered
-            self._objects.mark_hinted(record.return_ids, worker.job_id)
         if retry:
             notice_retry(record.options.name, left, datas[0])
             self._queue(record)

@@ -428,11 +428,14 @@ class Worker:
         self.send_done(task_id, results.pack_error(errors.TaskCancelled(task_id)))
 
     def send_done(self, task_id, reply, retryable=False):
-        """Answer call ``task_id`` with ``reply`` (``(ok, results, buffers)``); a call of the
-        job's attached driver may go to it straight first (:mod:`.direct_results`)."""
+        """Answer call ``task_id`` with ``reply`` (``(ok, results, buffers)``); the results of a
+        call of the job's attached driver may also go to it straight, once the answer is
+        written (:mod:`.direct_results`)."""
         ok, results, buffers = reply
-        hinted = self.results is not None and self.results.send(task_id, ok, results, buffers)
-        self.post(protocol.TaskDone(task_id, ok, results, retryable, hinted), buffers)
+        direct = self.results is not None and self.results.takes(task_id, ok, results, buffers)
+        self.post(protocol.TaskDone(task_id, ok, results, retryable), buffers)
+        if direct and self.channel.flush_written():
+            self.results.send(task_id, results)
 
     def exit_actor(self, task_id, reply):
         """``exit_actor()`` was called by call ``task_id``: tell the driver first (so no later
