@@ -43,7 +43,6 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.actor_records import ActorRecord, ActorState, CallRecord
 from ray_adapter.core.embedded.actor_scope import ActorScope
 from ray_adapter.core.embedded.pool import WorkerState
-from ray_adapter.core.embedded.direct_results import takes_direct
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.demands import Demand
 from ray_adapter.core.embedded.results import error_data
@@ -397,10 +396,10 @@ class ActorManager:
             if worker is not None and retire and inflight and was_alive \
                     and worker.state is not WorkerState.DEAD:
                 # A live actor killed or told to exit: what it answered before its stream ends
-                # stands (its caller may have the answer already: direct_results, and Ray
-                # keeps a reply its caller got); the rest fails with its death then
-                # (on_worker_exit, which runs after the pool marks it DEAD: checked here
-                # under the same lock). Calls behind a constructor that failed fail now.
+                # stands (as in Ray, where a reply already sent reaches its caller); the rest
+                # fails with its death then (on_worker_exit, which runs after the pool marks
+                # it DEAD: checked here under the same lock). Calls behind a constructor that
+                # failed fail now.
                 worker.doomed = ({call.task_id: call for call in inflight}, death)
                 inflight = []
             calls = list(extra_calls) + inflight + list(actor.pending)
@@ -691,8 +690,7 @@ class ActorManager:
                     task_id=call.task_id, method=call.method, args=args, deps=deps,
                     num_returns=1 if call.streaming else (call.num_returns or 1), name=call.name,
                     group=call.group, streaming=call.streaming, backpressure=call.backpressure,
-                    retry_exceptions=call.retry_blob,
-                    direct=not call.streaming and takes_direct(call.caller, worker.job_id)), buffers)
+                    retry_exceptions=call.retry_blob), buffers)
                 self._events.running(call.task_id, worker)
                 if call.streaming:
                     sent_streams.append(call.task_id)

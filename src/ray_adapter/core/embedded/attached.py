@@ -39,11 +39,9 @@ from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.embedded.direct_results import DirectResults
 from ray_adapter.core.embedded.driver_reading import ReadRole
 from ray_adapter.core.embedded.local_runtimes import JOB_RUNTIME_ENV_VAR, JOB_SUBMISSION_ID_VAR
 from ray_adapter.core.embedded.pool import driver_code_path
-from ray_adapter.core.embedded.posts import posted
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.worker_core import WorkerCore
 from ray_adapter.core.execution import main_module_name
@@ -126,7 +124,6 @@ class AttachedCore(WorkerCore):
         self._callbacks = None
         self._task_id = None
         self._log_to_driver = True
-        self._direct = None  # direct_results.DirectResults: its own calls' results, straight
 
     def start(self, options):
         record = options.attach
@@ -154,19 +151,11 @@ class AttachedCore(WorkerCore):
         # A submitted job's driver: the job's runtime env under its own ray.init's (jobs.py).
         job_env = json.loads(os.environ.get(JOB_RUNTIME_ENV_VAR) or "{}")
         runtime_env = dict(job_env, **(options.runtime_env or {}))
-        if not record.get("observer"):
-            try:  # beside the runtime's socket: its directory is this user's only (0700)
-                self._direct = DirectResults(os.path.dirname(record["socket"]), self._completed)
-            except OSError:  # (results then all come through the runtime)
-                self._direct = None
         try:
-            answer = self._hello(link, record, namespace, runtime_env,
-                                 self._direct.path if self._direct is not None else "")
+            answer = self._hello(link, record, namespace, runtime_env)
         except BaseException:
             link.channel.close()
             self.stop_ref_loop()  # the references thread WorkerCore started ends too
-            if self._direct is not None:
-                self._direct.close()
             raise
         link.job_id, link.node_id, link.worker_id = answer.job_id, answer.node_id, answer.worker_id
         link.namespace, link.node_ip, link.address = answer.namespace, answer.node_ip, answer.address
@@ -174,14 +163,13 @@ class AttachedCore(WorkerCore):
         link.id_salt = answer.id_salt
         self._task_id = ids.random_id(ids.TASK_ID_SIZE - ids.JOB_ID_SIZE) + answer.job_id
         self._callbacks = DeferredReleases(name="ray-adapter-callbacks")
-        side = (self._direct.fd, self._direct.drain) if self._direct is not None else None
-        self._role = ReadRole(link.channel, side)
+        self._role = ReadRole(link.channel)
         self._reader = start_daemon(self._read, "ray-adapter-attached")
         return {"address": answer.address, "node_id": answer.node_id.hex(),
                 "node_ip_address": answer.node_ip, "metrics_export_port": None}
 
     @staticmethod
-    def _hello(link, record, namespace, runtime_env, results_path):
+    def _hello(link, record, namespace, runtime_env):
         """Say who this driver is and read the runtime's :class:`protocol.Attached`; raises
         ConnectionError when it refuses (its reason) or ends first."""
         try:
@@ -189,7 +177,7 @@ class AttachedCore(WorkerCore):
                                            pickle.dumps(runtime_env),
                                            bool(record.get("observer")),
                                            os.environ.get(JOB_SUBMISSION_ID_VAR, ""),
-                                           driver_code_path(), main_module_name(), results_path))
+                                           driver_code_path(), main_module_name()))
             body, _ = link.channel.recv()
             answer = protocol.worker_decoder.decode(body)
         except ChannelClosed:
@@ -232,77 +220,12 @@ class AttachedCore(WorkerCore):
         return True
 
     def on_reply(self, message, buffers):
-        if self._direct is not None and type(message) is protocol.GetReply:
-            self._direct.end_request(message.req_id)  # (answered by the runtime: over, if not yet)
         slot = self._pending.get(message.req_id)
         if slot is not None and slot.callback is not None:  # user code: the callbacks thread
             if self._pending.pop(message.req_id, None) is not None:
                 self._callbacks.put(_run_callback, (slot.callback, message, buffers))
             return
         WorkerCore.on_reply(self, message, buffers)
-
-    # -- results straight from the workers (direct_results) -----------------------------------
-    def get(self, object_ids, timeout):
-        """``ray.get``: values of this driver's own calls that came straight from their workers
-        are taken here; otherwise the runtime is asked (:class:`protocol.GetReq`), flagged
-        ``direct`` when every object may come straight (then the datagrams may answer it)."""
-        if self._direct is not None:
-            object_ids = list(object_ids)
-            payloads = self._direct.take(object_ids)
-            if payloads is not None:
-                return [serialization.loads_value(from_payload(p, ())) for p in payloads]
-        return WorkerCore.get(self, object_ids, timeout)
-
-    def object_future(self, object_id):
-        """A future of ``object_id``'s value (``ObjectRef.future()``, ``await ref``): done at
-        once when the value came straight (see :meth:`get`)."""
-        payloads = self._direct.take([object_id]) if self._direct is not None else None
-        if payloads is None:
-            return WorkerCore.object_future(self, object_id)
-        import concurrent.futures
-
-        future = concurrent.futures.Future()
-        try:
-            future.set_result(serialization.loads_value(from_payload(payloads[0], ())))
-        except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
-            future.set_exception(exc)
-        return future
-
-    def _get_request(self, req_id, object_ids, timeout):
-        """The GetReq; when every object may come straight, the request is completed by
-        whichever comes first, the datagrams or the runtime's answer (its slot is registered
-        already: it is completed at once if they all came meanwhile)."""
-        if self._direct is not None:
-            self._direct.await_request(req_id, object_ids)
-        return protocol.GetReq(req_id, object_ids, timeout)
-
-    def _completed(self, req_id, payloads):
-        """Request ``req_id`` has all its objects straight from their workers (the thread that
-        received the last of them): its waiter wakes with them, as from a GetReply."""
-        slot = self._pending.pop(req_id, None)
-        if slot is None:  # answered already (a timeout, the runtime gone)
-            return
-        reply = protocol.GetReply(req_id, payloads)
-        if slot.callback is not None:  # a future's: user code, on the callbacks thread
-            self._callbacks.put(_run_callback, (slot.callback, reply, ()))
-            return
-        slot.message, slot.buffers = reply, ()
-        slot.event.set()
-        self._role.wake()  # a borrower in poll for the channel: its reply came another way
-
-    def _flush_refs(self):
-        """Reference updates go with this driver's next write, or within the kick's delay: a
-        write of their own would wake the runtime once more per round trip (a loop of
-        ``ray.get(f.remote())`` drops one ref each time)."""
-        posted.defer(self._worker.channel)
-
-    def _submitted(self, object_ids):
-        if self._direct is not None:
-            self._direct.expect(object_ids)
-
-    def _released(self, object_id):
-        if self._direct is not None:
-            self._direct.forget(object_id)
 
     def _await_reply(self, slot):
         """Read the reply on this thread while nobody else reads (see the module notes), then
@@ -376,8 +299,6 @@ class AttachedCore(WorkerCore):
                 self._role.close()
         if self._callbacks is not None:
             self._callbacks.close()
-        if self._direct is not None:
-            self._direct.close()
 
     def context(self):
         link = self._worker

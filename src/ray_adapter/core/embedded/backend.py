@@ -141,16 +141,15 @@ class EmbeddedBackend(RuntimeCore):
 
         def init_message(worker_id, node, spec, job):
             job_id, namespace, code_path, main_module = self.job_id, self.namespace, "", ""
-            results_path = ""
             if job is not None:  # an attached driver's: its output is relayed to it (its own
                 job_id = job     # choice of log_to_driver applies there)
-                namespace, code_path, main_module, results_path = (
-                    self.drivers.identity_of(job) or (self.namespace, "", "", ""))
+                namespace, code_path, main_module = (self.drivers.identity_of(job)
+                                                     or (self.namespace, "", ""))
             return protocol.Init(protocol.VERSION, job_id, node.node_id, worker_id, namespace,
                                  log_to_driver or job is not None, node.ip, pickle.dumps(spec.env),
                                  relay_output=job is not None, code_path=code_path,
                                  main_module=main_module, id_salt=self.ids.caller_salt(),
-                                 address=self.address, results_path=results_path)
+                                 address=self.address)
 
         self.arena = Arena(node.resources.total_dict()["object_store_memory"]) if shm.AVAILABLE else None
         if self.arena is not None:

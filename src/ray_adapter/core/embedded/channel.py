@@ -159,12 +159,6 @@ class Channel:
         else:
             self._take_role_and_drain()
 
-    def flush_written(self):
-        """:meth:`flush`, then True when every frame queued so far is written (False: some
-        wait for the writer thread, or another thread's write, to finish)."""
-        self.flush()
-        return not self._out and not self._flushing
-
     def _take_role_and_drain(self):
         with self._lock:
             if self._flushing or not self._out:

@@ -44,11 +44,6 @@ that connection's role.
   KeyboardInterrupt or SystemExit reaches the caller.
 - Whoever seals the awaited object on another thread (a retry on another worker, a cancel, the
   worker's death, shutdown) wakes the borrower through :meth:`ReadRole.wake`.
-- An attached driver's role has a *side* socket too: the datagrams workers send it straight
-  (:mod:`.direct_results`). They are whole messages any thread may receive, so no token
-  guards them: the reader's ``epoll`` watches the side socket beside the channel (disarmed,
-  as the channel is, while a borrower reads), and a borrower ``poll``s both; whoever wakes
-  for it calls the side's ``drain``, which completes the requests the datagrams finish.
 - Whoever ends a channel from outside its reader ends it with ``Channel.abort`` (shutdown both
   ways), never ``close``: the reader sees the end of the stream and closes the socket as it
   leaves. (A socket closed while the reader sleeps in ``epoll`` leaves the epoll set without
@@ -126,16 +121,11 @@ class ReadRole:
     when the reader must stop (read by a borrower: the channel is aborted, so the reader sees
     the end), and raises :class:`ChannelClosed` at the end of the stream."""
 
-    def __init__(self, channel, side=None):
-        """``side``: ``(fd, drain)``, a datagram socket read beside the channel (see the
-        module notes); ``drain()`` receives what waits there without blocking."""
+    def __init__(self, channel):
         self._channel = channel
         self._sock_fd = channel.sock.fileno()
         self._epoll = select.epoll()
         self._epoll.register(self._sock_fd, select.EPOLLIN)
-        self._side_fd, self._side_drain = side if side is not None else (None, None)
-        if side is not None:
-            self._epoll.register(self._side_fd, select.EPOLLIN)
         self._ready = select.poll()      # the socket has bytes now? (the reader, no blocking)
         self._ready.register(self._sock_fd, select.POLLIN)
         self.token = threading.Lock()
@@ -143,8 +133,7 @@ class ReadRole:
         self._borrower = None
         self._borrower_ident = None  # its thread (its own dispatch needs no wake-up)
         self._receive = None
-        self.borrowed_frames = 0  # frames and side datagrams read by borrowers (tests; written
-        #                           under the token)
+        self.borrowed_frames = 0  # frames read by borrowers (tests; written under the token)
 
     # -- the reader thread ------------------------------------------------------------------
     def serve(self, receive):
@@ -154,12 +143,9 @@ class ReadRole:
         raises (the channel is then closed to borrowers)."""
         self._receive = receive
         channel, ready, poll = self._channel, self._ready.poll, self._epoll.poll
-        side = self._side_drain
         while True:
             flush_posted()  # about to block: what this thread posted goes out first
             poll()
-            if side is not None:
-                side()
             with self.token:
                 if self.closed:  # a borrower met the end, or a frame it could not handle
                     return
@@ -230,9 +216,6 @@ class ReadRole:
             self._borrower_ident = threading.get_ident()
             self._borrower = wake
             self._epoll.modify(self._sock_fd, 0)  # the reply wakes this thread only
-            side_fd = self._side_fd
-            if side_fd is not None:
-                self._epoll.modify(side_fd, 0)
             try:
                 if not (channel.buffered() and channel.frame_buffered()):
                     flush_posted()  # about to block: what this thread posted goes out first
@@ -240,19 +223,12 @@ class ReadRole:
                     if deadline is not None:
                         timeout = max(0, math.ceil((deadline - time.monotonic()) * 1000))
                     wake.poll.register(self._sock_fd, select.POLLIN)
-                    if side_fd is not None:
-                        wake.poll.register(side_fd, select.POLLIN)
                     try:
                         events = dict(wake.poll.poll(timeout))
                     finally:
                         wake.poll.unregister(self._sock_fd)
-                        if side_fd is not None:
-                            wake.poll.unregister(side_fd)
                     if wake.r in events:
                         wake.drain()
-                    if side_fd is not None and side_fd in events:
-                        # (it completes what it finishes: until() may hold now)
-                        self.borrowed_frames += self._side_drain()
                     if self._sock_fd not in events:
                         return False if events else None  # woken, or time is up
                 try:
@@ -289,8 +265,6 @@ class ReadRole:
             finally:
                 self._borrower = None
                 self._epoll.modify(self._sock_fd, select.EPOLLIN)
-                if side_fd is not None:
-                    self._epoll.modify(side_fd, select.EPOLLIN)
         finally:
             self.token.release()
 

@@ -3,10 +3,9 @@
 An attached driver is, to the runtime, a peer much like a worker that runs nothing: its
 requests (submissions, gets, puts, names, placement groups, State API queries) are the same
 typed messages a worker's nested calls send (:mod:`.service` answers both), and the
-references it holds are lent to it and tracked as a worker's are. Tasks and actor calls go to
-the workers that run them; a small result of the driver's own call also goes from the worker
-straight to the driver (:mod:`.direct_results`), whose get of it completes from that or from
-the runtime's answer, whichever comes first.
+references it holds are lent to it and tracked as a worker's are. So, as in Ray, the hot path
+keeps its shape: tasks and actor calls go to the workers that run them, results come back to
+whoever waits.
 
 What is the driver's own (:class:`AttachedDrivers`):
 
@@ -27,7 +26,6 @@ Detached ones stay until killed or the runtime stops.
 Thread-safety: ``_lock`` (a leaf lock) guards the job counter; a peer's fields are set by its
 reader thread (``on_hello``) before any other message of it is handled.
 """
-import os
 import pickle
 import sys
 import threading
@@ -91,10 +89,9 @@ class _NotAChild:
 
 
 class DriverPeer(WorkerHandle):
-    """The runtime's side of one attached driver (``state`` is ``DRIVER``). ``results_path``:
-    its socket for results sent straight to it (:mod:`.direct_results`; "": none)."""
+    """The runtime's side of one attached driver (``state`` is ``DRIVER``)."""
 
-    __slots__ = ("results_path",)
+    __slots__ = ()
 
     def kill_group(self):
         """Never: the driver's process group is not the runtime's to kill."""
@@ -116,9 +113,8 @@ class AttachedDrivers:
         self._address = address
         self._lock = threading.Lock()
         self._next_job = first_job
-        # job id -> (namespace, code path, main module, the driver's results path: "" once it
-        # ended); kept after the job while an actor of it lives (a detached one may restart
-        # and need a worker of its job)
+        # job id -> (namespace, code path, main module); kept after the job while an actor of it
+        # lives (a detached one may restart and need a worker of its job)
         self._jobs = {}
         #: Where each driver's job is recorded (``driver_attached(submission_id or "", job_id
         #: hex, pid)``, ``driver_ended(job_id hex)``, ``list()``): a :class:`DriverJobs`, or
@@ -132,7 +128,6 @@ class AttachedDrivers:
                           self._node, self._arena, self._envs.job)
         peer.state = WorkerState.DRIVER
         peer.booted = True
-        peer.results_path = ""
         self._pool.adopt(peer)
 
     def continue_after(self, index):
@@ -165,12 +160,8 @@ class AttachedDrivers:
         peer.namespace = message.namespace
         if peer.job_id is not None:  # a job's driver (a tool attached as observer has none)
             peer.worker_id = ids.driver_worker_id(peer.job_id)  # Ray's id for it
-            path = message.results_path
-            if os.path.isabs(path) and os.path.basename(path).startswith("d-"):
-                peer.results_path = path  # (its job's workers send there: see direct_results)
             with self._lock:
-                self._jobs[peer.job_id] = (peer.namespace, message.code_path, message.main_module,
-                                           peer.results_path)
+                self._jobs[peer.job_id] = (peer.namespace, message.code_path, message.main_module)
                 self._peers[peer.job_id] = peer
         peer.send(protocol.Attached(peer.job_id or b"", self._node.node_id, peer.worker_id,
                                     peer.namespace, self._node.ip, self._address, pickle.dumps(env),
@@ -189,14 +180,6 @@ class AttachedDrivers:
             return
         with self._lock:
             self._peers.pop(peer.job_id, None)
-            identity = self._jobs.get(peer.job_id)
-            if identity is not None:  # a restarted detached actor's worker sends nothing there
-                self._jobs[peer.job_id] = identity[:3] + ("",)
-        if peer.results_path:  # a killed driver could not remove its socket's file
-            try:
-                os.unlink(peer.results_path)
-            except OSError:
-                pass
         self._actors.end_job(peer.job_id, errors.OwnerExit(peer.worker_id.hex(), self._node.ip,
                                                            peer.exit_intended))
         self._groups.end_job(peer.job_id)
@@ -207,8 +190,8 @@ class AttachedDrivers:
                 self._jobs.pop(peer.job_id, None)
 
     def identity_of(self, job):
-        """``(namespace, code_path, main_module, results_path)`` of attached job ``job`` (what
-        its workers' ``Init`` carries); None if it never attached here."""
+        """``(namespace, code_path, main_module)`` of attached job ``job`` (what its workers'
+        ``Init`` carries); None if it never attached here."""
         with self._lock:
             return self._jobs.get(job)
 

@@ -69,22 +69,6 @@ class _Posted:
             else:
                 self._cond.notify()
 
-    def defer(self, channel):
-        """Have ``channel`` written by the kick thread, at most :data:`FLUSH_DELAY` from now,
-        unless another write takes its frames first (frames that need not go at once, and
-        whose own write would cost the peer a wake-up of its own: an attached driver's
-        reference drops ride with its next call)."""
-        channel._deferred = True
-        with self._cond:
-            self._channels.add(channel)
-            if self._armed:
-                return
-            self._armed = True
-            if self._thread is None:
-                self._thread = start_daemon(self._run, "ray-adapter-flush")
-            else:
-                self._cond.notify()
-
     def flush(self):
         # (signals deferred on the main thread: channels taken off the set and not yet flushed
         # would wait for good if a handler raised between)

@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 15
+VERSION = 14
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -110,9 +110,6 @@ class Init(_Msg):
     id_salt: bytes = b""
     #: The runtime's address (``host:port``; the worker's ``gcs_address``).
     address: str = ""
-    #: Where the attached driver of this worker's job takes its results straight from the
-    #: workers (:mod:`.direct_results`; "": nowhere, every result goes by the runtime only).
-    results_path: str = ""
 
 
 class Function(_Msg):
@@ -136,8 +133,6 @@ class RunTask(_Msg, kw_only=True):
     assignment: Optional[Assignment] = None
     streaming: bool = False        # the function's generator streams its items (StreamItem)
     backpressure: int = -1         # streaming: unconsumed items before the generator pauses
-    direct: bool = False           # its caller is the job's attached driver: a small result
-    #                                goes to it straight too (:mod:`.direct_results`)
 
 
 class CreateActor(_Msg, kw_only=True):
@@ -171,7 +166,6 @@ class CallActor(_Msg, kw_only=True):
     streaming: bool = False
     backpressure: int = -1
     retry_exceptions: bytes = b""  # as in RunTask
-    direct: bool = False           # as in RunTask
 
 
 class Cancel(_Msg):
@@ -273,7 +267,6 @@ class AttachHello(_Msg):
     submission_id: str = ""  # the submitted job (``ray job submit``) whose entrypoint it runs in
     code_path: str = ""      # its own code folders (os.pathsep-joined), for its job's workers
     main_module: str = ""    # the module name its script's functions have in workers
-    results_path: str = ""   # its socket for results sent straight to it (:mod:`.direct_results`)
 
 
 class TaskDone(_Msg):
@@ -286,16 +279,6 @@ class TaskDone(_Msg):
     ok: bool
     results: List[Payload]
     retryable: bool = False
-
-
-class DirectResult(_Msg):
-    """A finished call's results, sent by the worker straight to the attached driver that
-    submitted it, as one datagram, once its :class:`TaskDone` is written to the runtime
-    (:mod:`.direct_results`): only ``ok`` results, small, inline (no out-of-band buffers, no
-    refs or actor handles inside)."""
-
-    task_id: bytes
-    results: List[Payload]
 
 
 class Released(_Msg):
@@ -579,7 +562,6 @@ _encoder = msgspec.msgpack.Encoder()
 encode = _encoder.encode
 worker_decoder = msgspec.msgpack.Decoder(ToWorker)   # used in workers
 driver_decoder = msgspec.msgpack.Decoder(ToDriver)   # used in the driver
-direct_decoder = msgspec.msgpack.Decoder(DirectResult)  # an attached driver's direct results
 
 
 def to_payload(serialized, buffers):

@@ -13,7 +13,6 @@ import pickle
 from ray_adapter.core import errors, ids, serialization
 from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.drivers import is_driver
-from ray_adapter.core.embedded.posts import flush_posted
 from ray_adapter.core.embedded.protocol import from_payload, to_payload
 from ray_adapter.core.embedded.results import error_data
 from ray_adapter.core.embedded.task_support import SerializedRetry
@@ -218,9 +217,6 @@ class DriverService:
         # driver's own ray.get holds it: under load a task of test_borrowed_refs' flat-memory
         # run asked for a nested argument already freed (why is not established; perhaps a
         # follower taken back from its worker) and, held, it never answered.
-        # The caller waits from now on: what the frames before this one dispatched (its task,
-        # its call) goes out first, not after this request is handled.
-        flush_posted()
         ids = message.ids
         self._when(worker, message.req_id, ids, len(ids), message.timeout,
                    lambda ok: self._send_values(worker, message.req_id, ids, ok),

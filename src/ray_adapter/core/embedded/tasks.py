@@ -55,7 +55,6 @@ from ray_adapter.core.embedded import protocol
 from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.results import argument_failure_data, error_data
 from ray_adapter.core.embedded.demands import Demand
-from ray_adapter.core.embedded.direct_results import takes_direct
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
 from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_retry,
@@ -204,9 +203,7 @@ class TaskManager:
                 record.options.name, errors.WorkerDeath.SPAWN_FAILED, detail=repr(exc)))], True)
             return
         worker.ran_tasks = True  # never an actor's process from now on (see WorkerPool.take)
-        # (Not a follower's: the runtime may answer one it takes back before its worker does.)
-        message, buffers = self._run_message(
-            record, grant, not record.streaming and takes_direct(record.owner, _job_of(record)))
+        message, buffers = self._run_message(record, grant)
         with self._lock:
             cancelled = record.cancelled
             # A new worker that already ended (its exit handler found no task): failed here.
@@ -461,9 +458,8 @@ class TaskManager:
             self._tasks.clear()
             self._owned.clear()
 
-    def _run_message(self, record, grant, direct=False):
-        """The RunTask of ``record`` under ``grant``, and its buffers. ``direct``: its owner,
-        the job's attached driver, takes its result straight too (:mod:`.direct_results`)."""
+    def _run_message(self, record, grant):
+        """The RunTask of ``record`` under ``grant``, and its buffers."""
         buffers = []
         args = to_payload(record.args, buffers)
         deps = [Dep(oid, to_payload(data, buffers))
@@ -477,7 +473,7 @@ class TaskManager:
             name=record.options.name, env=env, resources=record.shape.amounts,
             gpu_ids=list(grant.devices.get("GPU", ())), retry_exceptions=record.retry_blob,
             assignment=assignment(grant, record.options.scheduling), streaming=record.streaming,
-            backpressure=record.options.generator_backpressure, direct=direct)
+            backpressure=record.options.generator_backpressure)
         return message, buffers
 
     @staticmethod

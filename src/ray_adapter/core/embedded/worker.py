@@ -31,7 +31,6 @@ from ray_adapter.core import errors, shm
 from ray_adapter.core.embedded import executors, protocol, results, streaming
 from ray_adapter.core.embedded.arena import WorkerCodec
 from ray_adapter.core.embedded.channel import Channel, ChannelClosed
-from ray_adapter.core.embedded.direct_results import ResultSender
 from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocking,
                                              reset_after_fork as reset_posts_after_fork,
                                              write_posts_at_once)
@@ -90,7 +89,6 @@ class Worker:
         self.node_ip = "127.0.0.1"
         self.address = ""               # the runtime's (gcs_address)
         self.runtime_env = None         # the env this process was started for (Init)
-        self.results = None             # direct_results.ResultSender to the job's attached driver
         # -- the actor (set by CreateActor in the main thread, read-only after) ---------------
         self.actor_id = None
         self.actor_name = None
@@ -159,12 +157,8 @@ class Worker:
         """Act on one message from the driver; False for Exit (the process ends)."""
         kind = type(message)
         if kind is protocol.CallActor:
-            if message.direct and self.results is not None:
-                self.results.calls.add(message.task_id)
             self.actor.accept(message, buffers)
         elif kind is protocol.RunTask:
-            if message.direct and self.results is not None:
-                self.results.calls.add(message.task_id)
             if message.streaming:  # before any ack for it can arrive
                 self.budget.open(message.task_id, message.backpressure)
             with self.start_lock:
@@ -226,8 +220,6 @@ class Worker:
             os.environ[MAIN_MODULE_ENV] = message.main_module
         self.namespace, self.node_ip = message.namespace, message.node_ip
         self.address = message.address
-        if message.results_path:
-            self.results = ResultSender(message.results_path)
         if message.runtime_env:
             import pickle
 
@@ -367,8 +359,6 @@ class Worker:
             if not skipped and not early:
                 self.running_task = task_id  # a Cancel from now on interrupts it
         if skipped:  # cancelled or released while queued: already answered
-            if self.results is not None:
-                self.results.calls.discard(task_id)
             return
         if early:
             self.answer_cancelled(task_id)
@@ -428,14 +418,8 @@ class Worker:
         self.send_done(task_id, results.pack_error(errors.TaskCancelled(task_id)))
 
     def send_done(self, task_id, reply, retryable=False):
-        """Answer call ``task_id`` with ``reply`` (``(ok, results, buffers)``); the results of a
-        call of the job's attached driver may also go to it straight, once the answer is
-        written (:mod:`.direct_results`)."""
         ok, results, buffers = reply
-        direct = self.results is not None and self.results.takes(task_id, ok, results, buffers)
         self.post(protocol.TaskDone(task_id, ok, results, retryable), buffers)
-        if direct and self.channel.flush_written():
-            self.results.send(task_id, results)
 
     def exit_actor(self, task_id, reply):
         """``exit_actor()`` was called by call ``task_id``: tell the driver first (so no later

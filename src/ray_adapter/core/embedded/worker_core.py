@@ -158,13 +158,8 @@ class WorkerCore(RuntimeCore):
             raise serialization.loads(from_payload(message.error, buffers))
         return [serialization.loads_value(from_payload(p, buffers)) for p in message.values]
 
-    def _get_request(self, req_id, object_ids, timeout):
-        """The :class:`protocol.GetReq` of ``get`` and ``object_future``."""
-        return protocol.GetReq(req_id, object_ids, timeout)
-
     def get(self, object_ids, timeout):
-        object_ids = list(object_ids)
-        message, buffers = self._call(lambda rid: (self._get_request(rid, object_ids, timeout), ()))
+        message, buffers = self._call(lambda rid: (protocol.GetReq(rid, list(object_ids), timeout), ()))
         return self._values(message, buffers)
 
     def wait(self, object_ids, num_returns, timeout):
@@ -181,7 +176,7 @@ class WorkerCore(RuntimeCore):
             except BaseException as exc:  # noqa: BLE001 - the failure belongs to the future
                 future.set_exception(exc)
 
-        self._call(lambda rid: (self._get_request(rid, [object_id], None), ()), settle)
+        self._call(lambda rid: (protocol.GetReq(rid, [object_id], None), ()), settle)
         return future
 
     # Reference counting (see the module notes). Objects this worker created (its puts and
@@ -267,18 +262,11 @@ class WorkerCore(RuntimeCore):
                 else:
                     update = None
             if update is not None:
-                self._flush_refs()
-                for object_id in update.decref:
-                    self._released(object_id)
+                self._worker.channel.flush()
             for generator_id in closed:
                 self._worker.send(protocol.StreamCloseQuery(req_id=0, generator_id=generator_id))
             for event in flushed:
                 event.set()
-
-    def _flush_refs(self):
-        """Write the reference updates :meth:`ref_loop` queued (at once: a worker's process may
-        end next)."""
-        self._worker.channel.flush()
 
     def _refs_queued_so_far(self, timeout=10.0):
         """Wait until the reference drops queued so far are on the channel (so a request sent
@@ -389,17 +377,8 @@ class WorkerCore(RuntimeCore):
         if self._gone is not None:
             raise self._gone
         message, buffers = build(0)
-        return_ids = ids.IdFactory.returns(task_id, num_returns) if num_returns else []
-        self._submitted(return_ids)  # (before it is sent: the result may come at once)
         self._worker.send(message, buffers)
-        return self._own(return_ids)
-
-    def _submitted(self, object_ids):
-        """Hook: ``object_ids`` are the returns of a call this process just submitted (an
-        attached driver takes them straight from the workers: :mod:`.direct_results`)."""
-
-    def _released(self, object_id):
-        """Hook: this process dropped its last ref to ``object_id`` (from the refs thread)."""
+        return self._own(ids.IdFactory.returns(task_id, num_returns) if num_returns else [])
 
     # -- streams (owned by the driver; items taken here are owned by this worker) ------------
     def stream_next(self, generator_id, timeout):
