@@ -899,3 +899,29 @@ def test_an_actor_never_starts_in_a_process_that_ran_tasks(ray):
     actors = [Fresh.remote() for _ in range(2)]
     looks = ray.get([a.look.remote() for a in actors], timeout=60)
     assert all(pid not in task_pids and left is None for pid, left in looks), (task_pids, looks)
+
+
+@pytest.mark.embedded_only("yr local mode runs actors as threads of the driver process: ray.kill kills no process")
+def test_a_killed_actors_calls_fail_at_once_though_a_program_it_started_runs_on(ray):
+    # A call in flight when ray.kill came fails once the actor's process is gone, not when a
+    # program the method left running (holding the descriptors it inherited) ends: the
+    # worker's connection is not inherited (it took 20 s here, the background sleep's life).
+    import time
+
+    @ray.remote
+    class A:
+        def slow(self):
+            import os
+            import time
+
+            os.system("sleep 20 &")
+            time.sleep(60)
+
+    a = A.remote()
+    ref = a.slow.remote()
+    time.sleep(1)
+    start = time.monotonic()
+    ray.kill(a)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(ref, timeout=30)
+    assert time.monotonic() - start < 10

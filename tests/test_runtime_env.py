@@ -64,8 +64,11 @@ def test_working_dir_is_copied_with_excludes_and_ignore_files(ray_module, tmp_pa
 
         import mod_in_wd
 
+        # (Not __pycache__: the import above writes it there unless PYTHONDONTWRITEBYTECODE is
+        # set, under Ray too.)
         files = sorted(os.path.relpath(os.path.join(folder, f), ".")
-                       for folder, _, names in os.walk(".") for f in names)
+                       for folder, _, names in os.walk(".") for f in names
+                       if "__pycache__" not in folder)
         return os.path.basename(os.getcwd()), files, mod_in_wd.VALUE, os.getcwd() in sys.path
 
     name, files, value, on_path = ray.get(look.remote(), timeout=60)

@@ -180,9 +180,6 @@ class WorkerPool:
         self._dispatch = dispatch
         self._on_exit = on_exit
         self._idle = {}                # (node id, spec key, job) -> [WorkerHandle]
-        # Attached jobs that ended (ids are never reused; as the job table, kept): a worker of
-        # one whose work ends after the job did exits instead of going idle
-        self._ended_jobs = set()
         self._live = set()
         # DepartedWorker of the last ended workers that had been given work, and of ended
         # drivers: the State API lists them, as Ray keeps dead workers
@@ -313,15 +310,14 @@ class WorkerPool:
         if limit is None:
             limit = worker.node.idle_limit = int(worker.node.resources.total_dict().get("CPU", 0)) + IDLE_WORKER_SLACK
         with self._lock:
-            if not self._closed and worker.alive and worker.job_id not in self._ended_jobs:
+            if not self._closed and worker.alive:
                 idle = self._idle.setdefault((node_id, worker.spec.key, worker.job_id), [])
                 if sum(len(v) for k, v in self._idle.items() if k[0] == node_id) < limit:
                     worker.state = WorkerState.IDLE
                     worker.task = None
                     idle.append(worker)
                     return
-            why = "job" if worker.job_id in self._ended_jobs else "idle"
-        self.retire(worker, why)
+        self.retire(worker, "idle")
 
     def retire(self, worker, why):
         """Ask a worker to exit (its reader reaps it); ``why`` is kept for the State API:
@@ -339,7 +335,6 @@ class WorkerPool:
         """Attached job ``job`` ended: its idle workers exit (a busy one when its work ends:
         it is never given another job's)."""
         with self._lock:
-            self._ended_jobs.add(job)
             ended = [w for key, idle in self._idle.items() if key[2] == job for w in idle]
             for key in [k for k in self._idle if k[2] == job]:
                 del self._idle[key]

@@ -73,6 +73,10 @@ class Worker:
     """
 
     def __init__(self, fd):
+        # Not inherited by what its code runs (os.system, a subprocess keeping descriptors): a
+        # program left running would hold the stream open after this process died, and the
+        # runtime reads to the stream's end before it fails or restarts what ran here.
+        os.set_inheritable(fd, False)
         self.channel = Channel(socket.socket(fileno=fd))  # its own locks (channel.py)
         self.role = ReadRole(self.channel.sock)
         self.core = WorkerCore(self)  # the user code's runtime core: its own state and locks
