@@ -369,7 +369,10 @@ class ActorManager:
     def die(self, actor, death, extra_calls=(), retire=True, draining=False):
         """Mark ``actor`` dead with ``death``: its queued and in-flight calls fail with it, its
         name is freed, its resources return and its process (if any) is told to exit (unless
-        not ``retire``: it is exiting by itself). ``draining``: its process is exiting by itself
+        not ``retire``: it is exiting by itself). The in-flight calls of a live actor whose
+        process is told to exit (or killed) wait on it instead (``WorkerHandle.doomed``): an
+        answer it wrote before it ended stands, the rest fail with ``death`` when its stream
+        ends (:meth:`on_worker_exit`). ``draining``: its process is exiting by itself
         after the calls it runs (:meth:`die_draining`): those stay in flight, answered by it or
         failed when it exits, and its process and resources stay with it until then."""
         with self._lock:
