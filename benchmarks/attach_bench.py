@@ -20,8 +20,8 @@ Prints one JSON object as its last line.
 """
 import json
 import os
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile

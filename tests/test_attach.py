@@ -817,8 +817,8 @@ def test_ctrl_c_while_an_attached_driver_writes_a_call_loses_no_frame(registry):
 def test_an_attached_drivers_calls_are_recorded_finished_after_it_leaves(registry):
     """A driver that leaves right after its last gets: its job's end (its actors killed, its
     unfinished tasks cancelled) must not record a call that was answered as failed, as Ray's
-    State API lists them FINISHED (it did, with results taken from the worker before the
-    runtime had read them)."""
+    State API lists them FINISHED (a driver that could return before the runtime had read its
+    last answers, as one did with results sent straight from the worker, made some FAILED)."""
     start_head(registry, "--num-cpus", "2")
     code = ("import ray\nray.init()\n@ray.remote\nclass A:\n    def f(self): return 1\n"
             "f = ray.remote(lambda: 1)\n"
