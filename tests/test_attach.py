@@ -193,6 +193,49 @@ def test_drivers_share_one_head_and_a_driver_ending_ends_its_job(registry):
     assert "Owner worker exit type: INTENDED_USER_EXIT" in message
 
 
+_FORKS_AND_EXITS = """
+import json, os, sys, ray
+ray.init(address=sys.argv[1] if len(sys.argv) > 1 else None, num_cpus=None if len(sys.argv) > 1 else 2)
+@ray.remote
+def f(x): return x + 1
+@ray.remote
+class A:
+    def pid(self): return os.getpid()
+a = A.remote()
+before = [ray.get(f.remote(1)), ray.get(a.pid.remote())]
+outcomes = []
+for how in ("exit", "shutdown"):
+    pid = os.fork()
+    if pid == 0:  # the child leaves through Python: its atexit ray.shutdown() runs
+        if how == "shutdown":
+            ray.shutdown()
+        sys.exit(0)
+    outcomes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+after = [ray.get(f.remote(1), timeout=20), ray.get(a.pid.remote(), timeout=20)]
+print(json.dumps({"before": before, "after": after, "children": outcomes,
+                  "initialized": ray.is_initialized()}))
+"""
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["own-runtime", "attached"])
+def test_a_forked_child_leaving_through_python_leaves_the_drivers_runtime_alone(registry, attached):
+    """A child forked from a driver that exits through Python (sys.exit, or ray.shutdown()
+    first) runs the driver's atexit ``ray.shutdown()`` on its copy of the session. It used to
+    end the parent's job (attached: its goodbye and shutdown went out on the shared connection)
+    or stop the parent's workers (own runtime: the actor died, its calls ActorDiedError). Real
+    Ray's child hangs in its gRPC teardown here; the parent's runtime must go on either way."""
+    args = ()
+    if attached:
+        start_head(registry, "--num-cpus", "2")
+        args = ("auto",)
+    out = run_python(["-c", _FORKS_AND_EXITS, *args], env=registry, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["children"] == [0, 0]
+    assert result["after"] == [2, result["before"][1]]  # the same actor, alive
+    assert result["initialized"] is True
+
+
 def test_a_sigkilled_driver_releases_what_it_owned(registry):
     start_head(registry, "--num-cpus", "4")
     owner = Background(registry, _OWNER)

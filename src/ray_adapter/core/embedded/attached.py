@@ -285,7 +285,14 @@ class AttachedCore(WorkerCore):
     # -- lifecycle ---------------------------------------------------------------------------
     def shutdown(self):
         """Detach: the runtime ends this driver's job, after what this driver sent (calls
-        sent without waiting among them) is written (for at most :data:`DETACH_WRITE_S`)."""
+        sent without waiting among them) is written (for at most :data:`DETACH_WRITE_S`).
+        In a process forked from the driver it only lets go of its copy of the connection:
+        the connection is the parent's (ending it would end the parent's job)."""
+        if self._worker.forked_child:
+            if self._gone is None:
+                self._gone = errors.NotInitialized("ray.shutdown() was called")
+            self._worker.channel.let_go()
+            return
         if self._gone is None:
             self._worker.post(protocol.Exit())  # an intended exit (its actors: OWNER_DIED, intended)
             self._worker.channel.wait_written(DETACH_WRITE_S)

@@ -234,6 +234,9 @@ class EmbeddedBackend(RuntimeCore):
         thread, once, from ``atexit``."""
         if not self._started:
             return
+        if os.getpid() != self._pid:  # a process forked from the driver (see _stop)
+            self._stop(grace=0)
+            return
         unfinished = self.tasks.unfinished_returns() + self.actors.unfinished_returns()
         if unfinished:
             try:
@@ -243,11 +246,15 @@ class EmbeddedBackend(RuntimeCore):
         self._stop(grace=EXIT_KILL_AFTER_S)
 
     def _stop(self, grace):
-        """Stop the runtime: workers get ``grace`` seconds to exit, then are killed."""
+        """Stop the runtime: workers get ``grace`` seconds to exit, then are killed. In a
+        process forked from the driver the runtime is left alone (its workers, sockets and
+        files are the parent's, which goes on using them): only this copy is marked stopped."""
         if not self._started:
             return
         self._started = False
         _running.discard(self)
+        if os.getpid() != self._pid:
+            return
         self._stop_listening()
         self._releases.close()
         self._callbacks.close()

@@ -391,6 +391,15 @@ class Channel:
         except OSError:
             pass
 
+    def let_go(self):
+        """Close this process's descriptor of the socket only, without ending the connection
+        (no ``shutdown``, no lock taken): for a process forked from the one that owns it,
+        whose parent goes on using the connection."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
     def close(self):
         with self._lock:
             self._closed = True
