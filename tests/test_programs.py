@@ -60,6 +60,8 @@ YR_LOCAL_SKIPS = {
                       "(Yuanrong sets device visibility itself; matrix: ray.get_gpu_ids partial)",
     "runtime_envs": "runs tasks in a working_dir copy: in yr local mode tasks are threads of "
                     "the driver, whose cwd cannot change per task (see the compat matrix)",
+    "task_worker_reuse": "sets max_calls, which the yuanrong backend does not provide (matrix: "
+                         "task.max_calls gap)",
     "state_workers": "lists worker processes and tasks: in yr local mode tasks and actors are "
                      "threads of the driver, the one process listed, and no task events are "
                      "recorded (matrix: ray.util.state list_workers partial, list_tasks gap)",

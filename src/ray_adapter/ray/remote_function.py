@@ -1,5 +1,4 @@
 """``ray.remote_function``: :class:`RemoteFunction`, what ``@ray.remote`` makes of a function."""
-import functools
 import os
 
 from ray_adapter import gaps
@@ -99,6 +98,14 @@ class RemoteFunction:
         self._function = function
         self._function_name = f"{function.__module__}.{getattr(function, '__qualname__', function.__name__)}"
         self._default_options = dict(options or {})
+        # As Ray: a function declared with GPUs gets a fresh worker per task unless it sets
+        # max_calls (what a task leaves on its GPUs goes with its process). Decided at
+        # decoration: .options(num_gpus=...) keeps the function's own (the copy is given it).
+        # Implied, not one of the user's options: a backend without max_calls (matrix:
+        # task.max_calls) refuses the option when set, not this default.
+        self._implied_max_calls = 1 if (
+            _key is None and (self._default_options.get("num_gpus") or 0) > 0
+            and self._default_options.get("max_calls") is None) else None
         self._checked_backend = _options.check("task", self._default_options, submitting=False)
         self._is_generator = generators.is_generator_callable(function)
         if _key is None:  # decoration and .options() check it; copies share the key
@@ -107,7 +114,6 @@ class RemoteFunction:
         self._core_options = None
         self._retries_env = None  # RAY_TASK_MAX_RETRIES when _core_options were made
         self._signature = None
-        functools.update_wrapper(self, function, updated=())
 
     def __call__(self, *args, **kwargs):
         raise TypeError(
@@ -130,6 +136,7 @@ class RemoteFunction:
             _options._check_value("max_calls", task_options["max_calls"])  # a bad value first
             raise ValueError("Setting 'max_calls' is not supported in '.options()'.")
         copy = RemoteFunction(self._function, merged, _key=self._key)
+        copy._implied_max_calls = self._implied_max_calls
         generators.validate_num_returns(self._is_generator, task_options.get("num_returns"), 3)
         return copy
 
@@ -150,8 +157,11 @@ class RemoteFunction:
         retries_env = os.environ.get("RAY_TASK_MAX_RETRIES")  # Ray reads it at each submission
         if opts is None or retries_env != self._retries_env:
             self._retries_env = retries_env
+            options = self._default_options
+            if self._implied_max_calls is not None:
+                options = dict(options, max_calls=self._implied_max_calls)
             opts = self._core_options = _options.task_options(
-                self._default_options, getattr(self._function, "__name__", "task"), self._is_generator,
+                options, getattr(self._function, "__name__", "task"), self._is_generator,
                 getattr(self._function, "__qualname__", None))
         placement = opts.scheduling
         if placement is None or (placement.in_group and placement.capture is None):

@@ -496,9 +496,11 @@ class ActorManager:
         ``__ray_shutdown__``, as Ray ends the actors a dead worker owned -- even those other
         processes still hold handles to. Call before ``on_worker_exit`` reads its actor's death:
         a kill or an out-of-scope end is the runtime's (Ray's INTENDED_SYSTEM_EXIT). A task
-        worker the pool retired for idleness is not an owner's end: Ray keeps a worker that
-        owns something alive; here what it created lives on, held by its other handles."""
-        if worker.retired_for == "idle":
+        worker the pool retired for idleness or for its function's ``max_calls`` is not an
+        owner's end: Ray keeps a worker that owns something alive (a ``max_calls`` worker exits
+        once what it owns is out of scope); here what it created lives on, held by its other
+        handles."""
+        if worker.retired_for in ("idle", "max_calls"):
             return
         with self._lock:
             owned = [a for a in self._actors.values()
