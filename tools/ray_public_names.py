@@ -19,6 +19,8 @@ import importlib, inspect, json, logging, sys, types, typing, warnings
 EXTRA_DROP = {
     # leaked module-level loop variables: `for k, v in types.__dict__.items()` in cloudpickle.py
     "ray.cloudpickle": {"k", "v"},
+    # `import tqdm.auto as real_tqdm` (None when tqdm is not installed): an import either way
+    "ray.experimental.tqdm_ray": {"real_tqdm"},
 }
 EXTRA_KEEP = {
     # `load, loads = pickle.load, pickle.loads` in cloudpickle.py; part of upstream cloudpickle.__all__
