@@ -51,9 +51,13 @@ YR_LOCAL_SKIPS = {
                      "sys.exit() in its hook): in yr local mode actors are threads of the "
                      "driver, whose atexit handlers run when the driver ends, and the instance "
                      "is collected (matrix: ray.actor.ActorClass)",
+    "actor_never_ran": "crashes an actor's constructor with os._exit: in yr local mode actors "
+                       "are threads of the driver, so it would end the program itself",
     "compiled_graph_faults": "an actor of a compiled graph ends its process with os._exit: in yr "
                              "local mode actors are threads of the driver, so it would end the "
                              "program itself",
+    "crash_words": "crashes actors and tasks with os._exit: in yr local mode they are threads "
+                   "of the driver, so it would end the program itself",
     "errors": "crashes workers with os._exit and interrupts running tasks: in yr local mode "
               "tasks are threads of the driver, so os._exit would end the program itself",
     "placement_gpus": "checks the GPU ids handed to actors: the yuanrong backend reports none "

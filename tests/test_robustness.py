@@ -256,15 +256,19 @@ def test_async_actor_call_can_be_cancelled(ray):
 
 @pytest.mark.embedded_only(THREADS + ": sys.exit in a task would end the test process")
 @pytest.mark.parametrize("code, status", [(3, 3), (0, 0), ("bye", 1)])
-def test_sys_exit_in_a_task_is_a_worker_crash_with_its_exit_code(ray, code, status):
-    # Ray: WorkerCrashedError whatever the code, and the worker "exits with an exit code 3".
+def test_sys_exit_in_a_task_is_a_worker_crash_with_its_exit_code(ray, code, status, capfd):
+    # Ray: WorkerCrashedError in its fixed words whatever the code; the exit code is in the
+    # notice of the worker's death and the worker's record ("exits with an exit code 3").
     @ray.remote(max_retries=0)
     def leave(code):
         sys.exit(code)
 
     with pytest.raises(ray.exceptions.WorkerCrashedError) as info:
         ray.get(leave.remote(code), timeout=20)
-    assert f"exit code {status};" in str(info.value), str(info.value)
+    assert str(info.value) == ("The worker died unexpectedly while executing this task. Check "
+                               "python-core-worker-*.log files for more information.")
+    assert info.value.args == ()
+    assert f"exit code {status}." in capfd.readouterr().err
 
 
 @pytest.mark.embedded_only(THREADS + ": sys.exit in a method would end the test process")

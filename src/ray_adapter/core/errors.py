@@ -110,6 +110,9 @@ class ActorDeath(str, enum.Enum):
 #: The ``detail`` of a KILLED :class:`ActorDied` whose process was killed and found no restart
 #: left (``ray.kill(no_restart=False)``): Ray words that death as its worker process's.
 KILLED_PROCESS = "its process was killed"
+#: ``ActorDied.detail`` of a ``CRASHED`` actor whose code called ``sys.exit`` with a failure
+#: code (not killed, not ``os._exit``, not a fault).
+LEFT_BY_SYS_EXIT = "its code called sys.exit"
 
 
 class OwnerExit(collections.namedtuple("OwnerExit", "worker_id ip intended by_runtime", defaults=(False,))):
@@ -140,17 +143,20 @@ class ActorDied(CoreError):
         self.group_id = group_id    # PLACEMENT_GROUP_REMOVED: the group (bytes)
         self.started = started      # PLACEMENT_GROUP_REMOVED: False if it was never placed
         self.owner = owner          # OWNER_DIED: an OwnerExit
+        #: It died before its constructor first finished (Ray's ``never_started``: dependencies
+        #: unready or creation pending; not while restarting). Set by the runtime at its death.
+        self.never_ran = False
         self.name = self.namespace = self.ip = None  # where it lived: see located()
 
     def facts(self):
         """This death as plain data (the State API's actor records; the proxy writes Ray's
         ``death_cause`` from it): cause, class, pid, exit code, detail, node, group (hex),
-        started, name, namespace, ip, and a failed constructor's traceback text."""
+        started, never_ran, name, namespace, ip, and a failed constructor's traceback text."""
         creation = self.creation_error
         return {"cause": self.cause.value, "class_name": self.class_name, "pid": self.pid,
                 "exit_code": self.exit_code, "detail": self.detail, "node_id": self.node_id,
                 "group_id": self.group_id.hex() if isinstance(self.group_id, bytes) else self.group_id,
-                "started": self.started, "name": self.name, "namespace": self.namespace,
+                "started": self.started, "never_ran": self.never_ran, "name": self.name, "namespace": self.namespace,
                 "ip": self.ip, "owner": tuple(self.owner) if self.owner is not None else None,
                 "creation_error": getattr(creation, "traceback_str", None) if creation is not None else None}
 

@@ -130,9 +130,10 @@ class WorkerCrashedError(RayError):
     """The worker process died while running the task and no retry was left."""
 
     def __str__(self):
-        if self.args and self.args[0]:
+        if self.args and self.args[0]:  # (no worker could be started: the runtime says why)
             return str(self.args[0])
-        return "The worker died unexpectedly while executing this task."
+        return ("The worker died unexpectedly while executing this task. Check "
+                "python-core-worker-*.log files for more information.")
 
 
 class RayActorError(RayError):

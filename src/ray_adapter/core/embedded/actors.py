@@ -342,7 +342,8 @@ class ActorManager:
                                              node_id=worker.node.hex)
                 else:
                     death = errors.ActorDied(actor.actor_id, errors.ActorDeath.CRASHED,
-                                             actor.options.class_name, pid=worker.pid, exit_code=code)
+                                             actor.options.class_name, pid=worker.pid, exit_code=code,
+                                             detail=errors.LEFT_BY_SYS_EXIT if worker.left_by_python else "")
                 crashed = not worker.exit_intended and not killed and worker.boot_failure is None
         if crashed:
             notice_worker_died(worker.pid, code)
@@ -379,6 +380,9 @@ class ActorManager:
             if actor.state is ActorState.DEAD:
                 return
             was_alive = actor.state is ActorState.ALIVE
+            if isinstance(death, errors.ActorDied):
+                death.never_ran = actor.state in (ActorState.DEPENDENCIES_UNREADY,
+                                                  ActorState.PENDING_CREATION)
             actor.state = ActorState.DEAD
             actor.times[2] = actor.times[3] = time.time()
             o = actor.options

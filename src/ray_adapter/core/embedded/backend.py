@@ -291,6 +291,7 @@ class EmbeddedBackend(RuntimeCore):
             protocol.ActorReady: lambda w, m, b: a.on_ready(w, m),
             protocol.ActorFailed: a.on_failed,
             protocol.ActorExiting: self._on_actor_exiting,
+            protocol.Leaving: self._on_leaving,
             protocol.RefUpdate: s.on_ref_update,
             protocol.FunctionReq: s.on_function,
             protocol.SubmitTaskReq: s.on_submit_task,
@@ -317,6 +318,10 @@ class EmbeddedBackend(RuntimeCore):
             self.actors.on_call_done(worker, message, buffers)
         else:
             self.tasks.on_done(worker, message, buffers)
+
+    @staticmethod
+    def _on_leaving(worker, message, buffers):
+        worker.left_by_python = True  # (read when its stream ends, on this same reader thread)
 
     def _on_actor_exiting(self, worker, message, buffers):
         """exit_actor() ran: the actor is dead now; its process exits by itself. The calls not

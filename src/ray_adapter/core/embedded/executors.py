@@ -316,7 +316,7 @@ class ActorHost:
                 # sys.exit(1) and the like: the process dies as from a crash, unanswered; the
                 # driver then restarts the actor if it may (ActorUnavailableError meanwhile).
                 code = exit_status(exc)
-                flush_posted()
+                leaving(w, code)
                 end_process(code)
             # exit_actor() or sys.exit(0): the actor ends after this call, not restarted, and
             # the call itself reports the actor's death, as in Ray.
@@ -544,6 +544,14 @@ class PrefixWriter:
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+def leaving(worker, code):
+    """Tell the runtime that this process leaves by ``sys.exit(code)`` (not a crash: Ray
+    words its death so), before :func:`end_process`. Not from a forked child (the channel is
+    the worker's)."""
+    if not worker.forked_child:
+        worker.post(protocol.Leaving(code))
 
 
 def end_process(code):

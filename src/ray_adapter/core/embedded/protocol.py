@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 14
+VERSION = 15
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -317,6 +317,14 @@ class ActorExiting(_Msg):
     task_id: bytes = b""
 
 
+class Leaving(_Msg):
+    """The worker's Python code raised ``SystemExit`` (``sys.exit(code)``) in a task or a
+    method that ends the process: it exits next with ``exit_code``. A process that ends
+    without it crashed (killed, ``os._exit``, a fault): Ray words the two differently."""
+
+    exit_code: int
+
+
 class RefUpdate(_Msg):
     """Reference events of this worker, in the order they happened: objects it took a first
     ObjectRef to without owning one yet (``ref_borrow``, sent before anything it does with
@@ -554,7 +562,7 @@ class Relay(_Msg):
     data: msgspec.Raw
 
 
-ToDriver = Union[(Hello, AttachHello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting,
+ToDriver = Union[(Hello, AttachHello, TaskDone, Released, StreamItem, ActorReady, ActorFailed, ActorExiting, Leaving,
                   RefUpdate, FunctionReq, SubmitTaskReq, CreateActorReq, CallActorReq, PutReq,
                   GetReq, WaitReq, StreamNextReq, MetricRecord, Relay, Output, Exit) + QUERIES]
 

@@ -403,7 +403,9 @@ class Worker:
         except SystemExit as exc:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).
-            executors.end_process(exit_status(exc))
+            code = exit_status(exc)
+            executors.leaving(self, code)
+            executors.end_process(code)
         except results.ArgumentFailed as exc:
             # An argument that cannot be rebuilt: as in Ray, the task fails, not retried.
             reply = results.pack_error(argument_failure(exc.inner, name))

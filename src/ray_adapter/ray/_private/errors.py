@@ -110,8 +110,7 @@ def _death_reason(err):
     ``error_message``)."""
     if err.cause is ActorDeath.CRASHED:
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
-                  "SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly. Worker exits with "
-                  f"an exit code {err.exit_code}.")
+                  f"SYSTEM_ERROR Worker exit detail: {_crash_detail(err.detail, err.exit_code)}")
     elif err.cause is ActorDeath.SPAWN_FAILED:
         reason = f"The actor is dead because no worker process could be started for it: {err.detail}"
     elif err.cause is ActorDeath.TERMINATED:
@@ -153,6 +152,8 @@ def actor_death_text(err):
         if value:
             lines.append(f"\t{label}: {value}")
     lines.append(reason)
+    if getattr(err, "never_ran", False):
+        lines.append("The actor never ran - it was cancelled before it started running.")
     return "\n".join(lines)
 
 
@@ -206,7 +207,7 @@ def death_cause_record(actor_id_hex, facts):
     context.update(name=facts.get("name") or "", ray_namespace=facts.get("namespace") or "",
                    class_name=facts.get("class_name") or "", actor_id=actor_id_hex,
                    reason=_DEATH_REASON.get(cause, "UNSPECIFIED"),
-                   never_started=not facts.get("started", True))
+                   never_started=bool(facts.get("never_ran")) or not facts.get("started", True))
     return {"actor_died_error_context": context}
 
 
@@ -229,6 +230,15 @@ _RETIRED = {
 }
 
 
+def _crash_detail(detail, exit_code):
+    """Ray's exit detail of a worker process that ended unasked: its code called ``sys.exit``
+    (the raylet is told the exit code), or it vanished (killed, ``os._exit``, a fault: Ray only
+    sees its connection end)."""
+    if detail == core_errors.LEFT_BY_SYS_EXIT:
+        return f"Worker exits unexpectedly. Worker exits with an exit code {exit_code}."
+    return _CONNECTION_LOST
+
+
 def worker_exit(facts):
     """``(exit_type, exit_detail)`` of an ended worker or driver as Ray's State API lists it
     (``WorkerState``), from the facts the runtime reports (``WorkerHandle.exit_facts``)."""
@@ -248,16 +258,18 @@ def worker_exit(facts):
         context = death_cause_record(why["actor_id"], why)
         message = next(iter(context.values())).get("error_message", "")
         return "INTENDED_SYSTEM_EXIT", f"Worker exits because the actor is killed. {message}"
-    return "SYSTEM_ERROR", _CONNECTION_LOST
+    return "SYSTEM_ERROR", _crash_detail(core_errors.LEFT_BY_SYS_EXIT if facts.get("python") else "",
+                                         facts.get("exit_code"))
 
 
 def _worker_crash_text(err):
+    """The text of the WorkerCrashedError of a task whose worker died: why, when no worker
+    could be started; else None, Ray's fixed words (the pid and exit code are in the runtime's
+    notice on the driver's stderr and in the State API's worker record, as in Ray)."""
     if err.cause is WorkerDeath.SPAWN_FAILED:
         return (f"The worker died unexpectedly while executing this task: no worker process could "
                 f"be started for task {err.task_name!r} ({err.detail}).")
-    return ("The worker died unexpectedly while executing this task (task "
-            f"{err.task_name!r}, pid={err.pid}, exit code {err.exit_code}; no retries were left: "
-            f"max_retries={err.max_retries}).")
+    return None
 
 
 _NODE_AFFINITY_GONE = ("The node specified via NodeAffinitySchedulingStrategy doesn't exist any "
@@ -289,7 +301,8 @@ def from_core_error(err):
     if isinstance(err, core_errors.TaskCancelled):
         return _cancelled_before_running(err.task_id)
     if isinstance(err, core_errors.WorkerDied):
-        return WorkerCrashedError(_worker_crash_text(err))
+        text = _worker_crash_text(err)
+        return WorkerCrashedError(text) if text else WorkerCrashedError()
     if isinstance(err, core_errors.ActorDied):
         if err.cause is ActorDeath.ENV_SETUP_FAILED:  # as Ray: the calls raise this, not ActorDiedError
             from ray_adapter.ray.exceptions import RuntimeEnvSetupError
