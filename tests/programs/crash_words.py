@@ -1,11 +1,14 @@
 """How Ray words a worker's death: an actor whose process vanished (os._exit, SIGKILL) while
 constructing or after it ran (the connection lost), one whose code called sys.exit(3) (the exit
-code), and a task's WorkerCrashedError (fixed words, no arguments) either way."""
+code), sys.exit(0) or exit_actor() (an intended exit, which only exit_actor() names), in its
+constructor (not a creation failure, and not "never ran") or a method, and a task's
+WorkerCrashedError (fixed words, no arguments) either way."""
 import os
 import signal
 import sys
 
 import ray
+from ray.actor import exit_actor
 
 ray.init(num_cpus=2)
 
@@ -17,14 +20,23 @@ class Dies:
             os._exit(1)
         if how == "SIGKILL":
             os.kill(os.getpid(), signal.SIGKILL)
+        leave(how)
 
     def ping(self):
         return "pong"
 
     def leave(self, how):
-        if how == "sys.exit(3)":
-            sys.exit(3)
+        leave(how)
         os._exit(3)
+
+
+def leave(how):
+    if how == "sys.exit(3)":
+        sys.exit(3)
+    if how == "sys.exit(0)":
+        sys.exit(0)
+    if how == "exit_actor()":
+        exit_actor()
 
 
 def reason(exc):
@@ -33,14 +45,14 @@ def reason(exc):
             if not line.startswith("\t") and not line.startswith("The actor died unexpectedly")]
 
 
-for how in ("os._exit(1)", "SIGKILL"):
+for how in ("os._exit(1)", "SIGKILL", "sys.exit(3)", "sys.exit(0)", "exit_actor()"):
     actor = Dies.remote(how)
     try:
         ray.get(actor.ping.remote(), timeout=60)
     except ray.exceptions.ActorDiedError as exc:
         print("constructor", how, "->", reason(exc))
 
-for how in ("sys.exit(3)", "os._exit(3)"):
+for how in ("sys.exit(3)", "sys.exit(0)", "exit_actor()", "os._exit(3)"):
     actor = Dies.remote()
     ray.get(actor.ping.remote())
     try:

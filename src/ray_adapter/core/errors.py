@@ -110,6 +110,8 @@ class ActorDeath(str, enum.Enum):
 #: The ``detail`` of a KILLED :class:`ActorDied` whose process was killed and found no restart
 #: left (``ray.kill(no_restart=False)``): Ray words that death as its worker process's.
 KILLED_PROCESS = "its process was killed"
+#: ``ActorDied.detail`` of an ``EXITED`` actor that called ``exit_actor()`` (not ``sys.exit(0)``).
+EXITED_BY_EXIT_ACTOR = "exit_actor() is called"
 #: ``ActorDied.detail`` of a ``CRASHED`` actor whose code called ``sys.exit`` with a failure
 #: code (not killed, not ``os._exit``, not a fault).
 LEFT_BY_SYS_EXIT = "its code called sys.exit"

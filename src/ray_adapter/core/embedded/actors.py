@@ -298,7 +298,9 @@ class ActorManager:
                 if worker.boot_failure is not None:  # no restart can start it either
                     death = self._boot_death(actor, worker)
                 elif worker.exit_intended:
-                    death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
+                    how = errors.EXITED_BY_EXIT_ACTOR if worker.exit_by_exit_actor else ""
+                    death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED,
+                                             actor.options.class_name, detail=how)
                 elif actor.restarts_left != 0:
                     # Calls sent behind a constructor that never finished never started
                     # (Ray sends none before it has): all wait for the next incarnation.
@@ -381,8 +383,11 @@ class ActorManager:
                 return
             was_alive = actor.state is ActorState.ALIVE
             if isinstance(death, errors.ActorDied):
+                # (not when its own code ended the process: Ray's worker reports that exit)
                 death.never_ran = actor.state in (ActorState.DEPENDENCIES_UNREADY,
-                                                  ActorState.PENDING_CREATION)
+                                                  ActorState.PENDING_CREATION) \
+                    and death.cause is not errors.ActorDeath.EXITED \
+                    and death.detail != errors.LEFT_BY_SYS_EXIT
             actor.state = ActorState.DEAD
             actor.times[2] = actor.times[3] = time.time()
             o = actor.options

@@ -328,9 +328,11 @@ class EmbeddedBackend(RuntimeCore):
         yet answered fail with that, but in a concurrent actor (``draining``) those running
         beside the exiting call are answered first."""
         worker.exit_intended = True
+        worker.exit_by_exit_actor = message.by_exit_actor
         actor = worker.actor
         if actor is not None and actor.actor_id == message.actor_id:
-            death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name)
+            death = errors.ActorDied(actor.actor_id, errors.ActorDeath.EXITED, actor.options.class_name,
+                                     detail=errors.EXITED_BY_EXIT_ACTOR if message.by_exit_actor else "")
             if message.draining:
                 self.actors.die_draining(actor, death, message.task_id)
             else:

@@ -127,6 +127,8 @@ class ActorHost:
                     raise outcome.exc
                 self.instance = outcome
         except BaseException as exc:  # noqa: BLE001
+            if w.exit_actor_after_call or isinstance(exc, SystemExit):
+                self._leave_from_constructor(message.actor_id, exc)  # does not return
             # Ray's creation-task error names the actor and quotes the instance __init__ ran on.
             if isinstance(exc, ArgumentFailed):
                 failure = argument_failure(exc.inner, name, w.actor_label)
@@ -343,10 +345,24 @@ class ActorHost:
         self._answer(message.task_id, self._exited(), where)
         return False
 
+    def _leave_from_constructor(self, actor_id, exc):
+        """The constructor called ``exit_actor()`` or ``sys.exit()``: as in Ray, not a creation
+        failure but the process's end, intended (``exit_actor()``, ``sys.exit(0)``: the actor
+        is dead, its atexit handlers run) or not (``sys.exit(1)``: as a crash, restarted if it
+        may be). Does not return."""
+        w = self.worker
+        if w.exit_actor_after_call or intended_exit(exc):
+            w.post(protocol.ActorExiting(actor_id, by_exit_actor=w.exit_by_call))
+            w.leave()
+        code = exit_status(exc)
+        leaving(w, code)
+        end_process(code)
+
     def _exited(self):
         """The reply of a call ended by the actor's own exit (``ActorDiedError``, EXITED)."""
         w = self.worker
-        return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name))
+        return pack_error(errors.ActorDied(w.actor_id, errors.ActorDeath.EXITED, w.actor_class_name,
+                                           detail=errors.EXITED_BY_EXIT_ACTOR if w.exit_by_call else ""))
 
     def _finish(self, task_id, reply, where="main", retryable=False):
         """Call ``task_id``, begun (:meth:`_begin`), ended with ``reply``: answer it. After the
@@ -364,7 +380,8 @@ class ActorHost:
             self._exiting = self._exiting or announce
             last = self._exiting and not self._running
         if announce:  # before its answer: the driver sends nothing more and fails this call
-            w.post(protocol.ActorExiting(w.actor_id, draining=True, task_id=task_id))
+            w.post(protocol.ActorExiting(w.actor_id, draining=True, task_id=task_id,
+                                         by_exit_actor=w.exit_by_call))
         self._answer(task_id, reply, where, retryable)
         if last:  # atexit handlers run where no event loop runs (asyncio.run works in them)
             threading.Thread(target=w.leave, name="ray-adapter-actor-exit").start()

@@ -66,9 +66,10 @@ DepartedWorker = collections.namedtuple(
 
 class WorkerHandle:
     __slots__ = ("proc", "pid", "worker_id", "channel", "node", "state", "task", "ran_tasks", "actor",
-                 "known_keys", "calls", "borrowed", "exit_intended", "left_by_python", "blocked", "pins", "spec",
-                 "followers", "booted", "boot_failure", "job_id", "namespace", "times",
-                 "retired_for", "read_role", "doomed", "__weakref__")
+                 "known_keys", "calls", "borrowed", "exit_intended", "left_by_python",
+                 "exit_by_exit_actor", "blocked", "pins", "spec", "followers", "booted",
+                 "boot_failure", "job_id", "namespace", "times", "retired_for", "read_role",
+                 "doomed", "__weakref__")
 
     def __init__(self, proc, channel, worker_id, node, arena=None, spec=None):
         self.proc = proc
@@ -85,6 +86,7 @@ class WorkerHandle:
         self.borrowed = set()       # ids of actors this worker holds handles to
         self.exit_intended = False  # exit_actor() was called
         self.left_by_python = False  # it said it leaves by sys.exit (protocol.Leaving)
+        self.exit_by_exit_actor = False  # its exit_intended came from exit_actor(), not sys.exit(0)
         self.blocked = 0            # nested get/wait calls in flight from its task
         self.pins = Pins()          # arena blocks sent to it whose views it may still hold
         if arena is not None:
@@ -109,14 +111,15 @@ class WorkerHandle:
 
     def exit_facts(self):
         """Why this ended worker or driver ended, as plain data for the State API: ``cause``
-        (``driver`` with ``intended``; ``exit_actor``; ``retired`` with ``why``; ``crashed``,
+        (``driver`` with ``intended``; ``exit_actor``, with ``call``: by ``exit_actor()``, not
+        ``sys.exit(0)``; ``retired`` with ``why``; ``crashed``,
         with ``python``: it left by ``sys.exit``, not killed or faulted), and the process's
         ``exit_code`` (None: unknown)."""
         code = self.proc.returncode
         if self.state is WorkerState.DRIVER:
             return {"cause": "driver", "intended": self.exit_intended, "exit_code": code}
         if self.exit_intended:
-            return {"cause": "exit_actor", "exit_code": code}
+            return {"cause": "exit_actor", "exit_code": code, "call": self.exit_by_exit_actor}
         if self.retired_for is not None:
             return {"cause": "retired", "why": self.retired_for, "exit_code": code}
         return {"cause": "crashed", "exit_code": code, "python": self.left_by_python}

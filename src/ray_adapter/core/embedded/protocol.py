@@ -308,13 +308,15 @@ class ActorFailed(_Msg):
 
 
 class ActorExiting(_Msg):
-    """``exit_actor()`` was called: the process exit that follows is intended. ``draining``:
-    the calls already running go on and are answered before it exits (a concurrent actor;
-    ``task_id``: the call that asked to exit); else no call sent before this one is answered."""
+    """``exit_actor()`` (``by_exit_actor``) or ``sys.exit(0)`` was called, in a method or the
+    constructor: the process exit that follows is intended. ``draining``: the calls already
+    running go on and are answered before it exits (a concurrent actor; ``task_id``: the call
+    that asked to exit); else no call sent before this one is answered."""
 
     actor_id: bytes
     draining: bool = False
     task_id: bytes = b""
+    by_exit_actor: bool = False
 
 
 class Leaving(_Msg):

@@ -104,6 +104,7 @@ class Worker:
         self.restart_count = 0
         self.exit_actor_after_call = False  # set by the call asking to exit, read as it ends
         self.exit_call = None           # that call's task id (the call the actor ends after)
+        self.exit_by_call = False       # ... and it called exit_actor() (not sys.exit(0))
         self.graceful_exit = False      # Exit(graceful): its actor went out of scope
         # -- the running task (main thread) ---------------------------------------------------
         self.assigned_resources = {}
@@ -430,7 +431,7 @@ class Worker:
     def exit_actor(self, task_id, reply):
         """``exit_actor()`` was called by call ``task_id``: tell the driver first (so no later
         call is sent here), answer the call, then leave."""
-        self.post(protocol.ActorExiting(self.actor_id))
+        self.post(protocol.ActorExiting(self.actor_id, by_exit_actor=self.exit_by_call))
         self.send_done(task_id, reply)
         self.leave()
 

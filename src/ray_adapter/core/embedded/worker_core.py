@@ -419,7 +419,7 @@ class WorkerCore(RuntimeCore):
         if actor_id is None:
             raise RuntimeError("exit_actor() is called outside an actor")
         w = self._worker
-        w.exit_actor_after_call = True
+        w.exit_actor_after_call = w.exit_by_call = True
         w.exit_call = task_id  # the actor ends after this call, even if its exception is caught
         if w.actor is not None and w.actor.is_async:
             return True  # unwound by an Exception: a SystemExit would end the asyncio loop

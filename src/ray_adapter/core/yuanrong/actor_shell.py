@@ -280,10 +280,12 @@ class ActorShell:
     def _exit(self, exc):
         """A method raised SystemExit: the actor ends on purpose, restarts or dies (crash)."""
         if self.exited or intended_exit(exc):
+            by_exit_actor = self.exited  # (exit_actor() set it before it raised)
             self.exited = True  # exit_actor() or sys.exit(0): this call reports the death
             self.shut_down()
             self._let_env_go()
-            self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name)
+            self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.EXITED, self.class_name,
+                                          detail=errors.EXITED_BY_EXIT_ACTOR if by_exit_actor else "")
             return Box(False, self.death)
         code = exit_status(exc)
         with self._build_lock:

@@ -430,7 +430,8 @@ class ActorTable:
         with self._lock:
             actor = self._actors.get(actor_id)
             died = actor is not None and self._decide_death(actor, errors.ActorDied(
-                actor_id, errors.ActorDeath.EXITED, actor.info.class_name))
+                actor_id, errors.ActorDeath.EXITED, actor.info.class_name,
+                detail=errors.EXITED_BY_EXIT_ACTOR))
         if died:
             self._act_on_death(actor, every_call=False)
             self._endings.put(self._terminate, actor)  # not in this call: it waits for the call

@@ -13,9 +13,10 @@ from ray_adapter.ray.exceptions import (ActorAlreadyExistsError, ActorDiedError,
                                         TaskUnschedulableError, UnserializableException,
                                         WorkerCrashedError)
 
-#: The worker exit detail of an actor's exit_actor(), in its death text and its worker's record.
-_EXIT_ACTOR_DETAIL = ("Worker exits by an user request. Worker exits with an exit code 0. "
-                      "exit_actor() is called.")
+#: The worker exit detail of an actor's sys.exit(0), in its death text and its worker's record
+#: (an exit_actor() adds _BY_EXIT_ACTOR).
+_EXIT_ACTOR_DETAIL = "Worker exits by an user request. Worker exits with an exit code 0."
+_BY_EXIT_ACTOR = " exit_actor() is called."
 _ACTOR_DEATH_TEXT = {
     ActorDeath.KILLED: "The actor is dead because it was killed by `ray.kill`.",
     ActorDeath.OUT_OF_SCOPE: "The actor is dead because all references to the actor were removed.",
@@ -129,6 +130,8 @@ def _death_reason(err):
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
                   "INTENDED_SYSTEM_EXIT Worker exit detail: Worker exits because the actor is "
                   "killed. " + _ACTOR_DEATH_TEXT[ActorDeath.KILLED])
+    elif err.cause is ActorDeath.EXITED and err.detail == core_errors.EXITED_BY_EXIT_ACTOR:
+        reason = _ACTOR_DEATH_TEXT[ActorDeath.EXITED] + _BY_EXIT_ACTOR
     elif err.cause is ActorDeath.PLACEMENT_GROUP_REMOVED:
         reason = ("The actor is dead because its worker process has died. Worker exit type: "
                   "INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement "
@@ -248,7 +251,7 @@ def worker_exit(facts):
             return "INTENDED_USER_EXIT", "Shutdown by ray.shutdown()."
         return "SYSTEM_ERROR", _CONNECTION_LOST
     if cause == "exit_actor":
-        return "INTENDED_USER_EXIT", _EXIT_ACTOR_DETAIL
+        return "INTENDED_USER_EXIT", _EXIT_ACTOR_DETAIL + (_BY_EXIT_ACTOR if facts.get("call") else "")
     if cause == "retired":
         why = facts["why"]
         if not isinstance(why, dict):  # "idle", "job", "max_calls"
