@@ -36,13 +36,18 @@ def _where(item):
 
 
 def text(result, quiet=False, stream=None):
-    """The findings one per line (``file:line:col  status  symbol  — reason``), then the summary
-    per status. ``quiet`` leaves out supported uses."""
+    """The findings one per line (``file:line:col  status  symbol  — reason``; a symbol's
+    reason at its first use only, later uses point back to it), then the summary per status.
+    ``quiet`` leaves out supported uses."""
     lines = []
+    first = {}  # symbol -> where its reason was shown
     for f in result.findings:
         if quiet and f.status == "supported":
             continue
-        reason = f"  — {f.reason}" if f.reason else ""
+        reason = ""
+        if f.reason:
+            shown = first.setdefault((f.symbol, f.status), _where(f))
+            reason = f"  — {f.reason}" if shown == _where(f) else f"  — as at {shown}"
         lines.append(f"{_where(f)}  {f.status:<9}  {f.display}{reason}")
     for e in result.errors:
         lines.append(f"{_where(e)}  {'error':<9}  could not be scanned  — {e.message}")
