@@ -400,7 +400,10 @@ def test_attaching_needs_a_runtime_and_takes_no_node_options(registry):
 
 
 def test_the_ray_command_starts_reports_and_stops_a_head(registry):
-    start_head(registry, "--num-cpus", "3", "--resources", '{"slot": 2}', "--labels", "zone=a")
+    # (with port flags of Ray's own processes, as NeMo-RL's ray.sub passes them: accepted)
+    start_head(registry, "--num-cpus", "3", "--resources", '{"slot": 2}', "--labels", "zone=a",
+               "--min-worker-port=20000", "--max-worker-port=20100", "--node-manager-port=20300",
+               "--metrics-export-port=20201", "--ray-client-server-port=20305")
     pid = head_pid(registry)
     again = ray_cmd(registry, "start", "--head", "--dashboard-port", str(free_port()))
     assert again.returncode == 1 and "already running at 127.0.0.1:6379" in again.stderr

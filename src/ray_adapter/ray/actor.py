@@ -418,6 +418,17 @@ class ActorHandle:
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
         return ActorMethod(self, name, methods[name])
 
+    @property
+    def _method_shells(self):
+        """``{method name: ActorMethod}`` of the actor's methods, ``__init__`` and Ray's own
+        among them (Ray's private attribute, which NeMo-RL reads to list what an actor
+        supports); made on each read (an ActorMethod points back at this handle)."""
+        methods = self._ray_meta["methods"]
+        if methods is None:
+            return {}
+        return {name: ActorMethod(self, name, methods.get(name, {}))
+                for name in sorted({"__init__", *methods})}
+
     def __dir__(self):
         """The actor's method names and ``__init__``, as Ray lists them (frameworks walk it to
         bind methods)."""

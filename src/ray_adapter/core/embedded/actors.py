@@ -212,7 +212,7 @@ class ActorManager:
         deps = [Dep(oid, to_payload(data, buffers))
                 for oid, (data, _) in zip(actor.deps, self._objects.values(actor.deps))]
         env = dict((actor.options.runtime_env or {}).get("env_vars") or {})
-        env.update(device_env(grant.devices))
+        env.update(device_env(grant.devices, env))
         o = actor.options
         message = protocol.CreateActor(
             actor_id=actor.actor_id, key=actor.key, args=args, deps=deps, name=o.name,

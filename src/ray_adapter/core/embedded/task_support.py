@@ -44,15 +44,21 @@ def unschedulable_error(name, reason, group_id):
     return errors.Unschedulable(name, errors.UnschedulableReason.NODE_AFFINITY)
 
 
-def device_env(devices):
+def device_env(devices, env_vars=None):
     """Device-visibility variables for granted device ids, unless the user asked Ray not to
-    set them (``RAY_EXPERIMENTAL_NOSET_*``)."""
+    set them (``RAY_EXPERIMENTAL_NOSET_*``, non-empty): in the environment the worker gets,
+    its runtime env's ``env_vars`` (as NeMo-RL's Megatron and vLLM workers set it) over this
+    process's, as Ray's worker reads it in its own environment."""
     env = {}
     if not devices:
         return env
-    if "GPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
+
+    def noset(name):
+        return (env_vars or {}).get(name, os.environ.get(name))
+
+    if "GPU" in devices and not noset("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["GPU"])
-    if "NPU" in devices and not os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"):
+    if "NPU" in devices and not noset("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"):
         env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["NPU"])
     return env
 

@@ -466,7 +466,7 @@ class TaskManager:
                 for oid, (data, _) in zip(record.deps, self._objects.values(record.deps))] if record.deps else []
         env = record.shape.env
         if grant.devices:
-            env = dict(env, **device_env(grant.devices))
+            env = dict(env, **device_env(grant.devices, env))
         message = protocol.RunTask(
             task_id=record.task_id, key=record.key, args=args, deps=deps,
             num_returns=1 if record.streaming else (record.options.num_returns or 1),

@@ -153,7 +153,7 @@ class ActorShell:
         unless RAY_EXPERIMENTAL_NOSET_... is set now, as Ray decides when the actor starts)."""
         if grant is not None and grant.devices:
             self.devices = grant.devices
-            self.device_env = device_env(grant.devices) or None
+            self.device_env = device_env(grant.devices, self._env_vars) or None
 
     def _call_env(self):
         """What Python code in its calls reads from os.environ over the process's (local mode):

@@ -311,9 +311,10 @@ def run_task(function, meta, packed_args, deps):
     # Python code in the call reads its own env_vars and devices (local mode's overlay on
     # os.environ); the process environment has them too, for native code (see SharedEnviron).
     # OMP_NUM_THREADS as Ray defaults it (the variable only: torch's threads are the process's).
+    env_vars = {k: str(v) for k, v in (meta[3] or {}).items()}
     env_token = thread_env.enter(with_thread_default(
-        {**{k: str(v) for k, v in (meta[3] or {}).items()},
-         **(device_env(grant.devices) if grant is not None else {})}, meta[4] or {}))
+        {**env_vars, **(device_env(grant.devices, env_vars) if grant is not None else {})},
+        meta[4] or {}))
     try:
         return _run_task(function, meta, packed_args, deps)
     finally:

@@ -84,6 +84,15 @@ def _parser():
     p.add_argument("--temp-dir", default=None)
     p.add_argument("--block", action="store_true", help="stay in the foreground until the runtime ends")
     p.add_argument("--disable-usage-stats", action="store_true")
+    # Where Ray's own processes would listen: this runtime opens none of these ports (its
+    # workers talk over socket pairs, drivers over a private Unix socket), so launch scripts
+    # that pin them (NeMo-RL's ray.sub, SLURM and Kubernetes templates) start unchanged.
+    for flag in ("--node-manager-port", "--object-manager-port", "--runtime-env-agent-port",
+                 "--min-worker-port", "--max-worker-port", "--worker-port-list",
+                 "--metrics-export-port", "--dashboard-agent-grpc-port",
+                 "--dashboard-agent-listen-port", "--ray-client-server-port", "--gcs-server-port",
+                 "--redis-shard-ports", "--dashboard-grpc-port"):
+        p.add_argument(flag, default=None, help="accepted; no such port is opened here")
     p.set_defaults(func=_start)
 
     p = sub.add_parser("stop", help="stop the runtimes `ray start` started on this machine")
