@@ -1,7 +1,8 @@
 """Which tasks get a fresh worker: a function declared with GPUs gets one per task (Ray's
 default ``max_calls=1`` for them, unless the function sets ``max_calls``; ``.options(num_gpus=)``
 keeps the function's own), and an actor created by a task whose worker then exits for
-``max_calls`` lives on (Ray keeps the worker that owns it until it is out of scope)."""
+``max_calls`` lives on, as do the tasks it submitted (Ray keeps the worker that owns them until
+they are done or out of scope)."""
 import os
 import time
 
@@ -64,3 +65,18 @@ for label, maker in (("max_calls=1", make_counter), ("num_gpus=0.5", make_counte
     print("an actor made by a task with", label, "->",
           [ray.get(counter.incr.remote(), timeout=30) for _ in range(2)])
 print("a remote function has no __name__, as in Ray:", not hasattr(gpu_pid, "__name__"))
+
+
+@ray.remote
+def inner(x):
+    time.sleep(1)
+    return x * 2
+
+
+@ray.remote(num_gpus=0.5)
+def gpu_outer():
+    return [inner.remote(21)]  # still running when this task's worker exits (max_calls)
+
+
+[inner_ref] = ray.get(gpu_outer.remote())
+print("a task a GPU task submitted runs on after its worker exits:", ray.get(inner_ref, timeout=30))

@@ -282,11 +282,14 @@ class TaskManager:
 
     def on_worker_exit(self, worker):
         """``worker``'s process is gone: retry its task or fail it, and cancel the tasks it
-        submitted that have not finished (their owner is gone: Ray's fate sharing)."""
+        submitted that have not finished (their owner is gone: Ray's fate sharing). Not when
+        the pool retired it for idleness or its function's ``max_calls`` (a GPU function's by
+        default): Ray keeps such a worker until what it owns is done, so they run on."""
         with self._lock:
             orphans = self._owned.pop(worker, ())
-        for task_id in orphans:
-            self.cancel(task_id, True)
+        if worker.retired_for not in ("idle", "max_calls"):
+            for task_id in orphans:
+                self.cancel(task_id, True)
         self._drop_followers(worker)
         with self._lock:
             record = worker.task
