@@ -509,7 +509,7 @@ class ActorManager:
         owner's end: Ray keeps a worker that owns something alive (a ``max_calls`` worker exits
         once what it owns is out of scope); here what it created lives on, held by its other
         handles."""
-        if worker.retired_for in ("idle", "max_calls"):
+        if worker.keeps_what_it_owns:
             return
         with self._lock:
             owned = [a for a in self._actors.values()

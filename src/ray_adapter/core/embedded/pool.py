@@ -125,6 +125,12 @@ class WorkerHandle:
         return {"cause": "crashed", "exit_code": code, "python": self.left_by_python}
 
     @property
+    def keeps_what_it_owns(self):
+        """Retired for idleness or its function's ``max_calls``: what it created (actors,
+        tasks still running) outlives it, as Ray keeps such a worker until that is done."""
+        return self.retired_for in ("idle", "max_calls")
+
+    @property
     def alive(self):
         return self.state not in (WorkerState.DEAD, WorkerState.RETIRED)
 

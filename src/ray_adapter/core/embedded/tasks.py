@@ -287,7 +287,7 @@ class TaskManager:
         default): Ray keeps such a worker until what it owns is done, so they run on."""
         with self._lock:
             orphans = self._owned.pop(worker, ())
-        if worker.retired_for not in ("idle", "max_calls"):
+        if not worker.keeps_what_it_owns:
             for task_id in orphans:
                 self.cancel(task_id, True)
         self._drop_followers(worker)
