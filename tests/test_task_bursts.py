@@ -212,7 +212,18 @@ def test_a_queued_task_costs_the_garbage_collector_few_objects(ray_module):
     del refs
 
 
-def test_a_burst_of_actor_calls_goes_out_in_batches(ray):
+def test_a_burst_of_actor_calls_goes_out_in_batches(ray, monkeypatch):
+    from ray_adapter.core.embedded import posts
+
+    # What counts as a burst is a matter of pace: calls posted less than BURST_WINDOW apart
+    # are batched, and a deferred one waits at most FLUSH_DELAY. On a loaded machine a loop
+    # of .remote() calls can run slower than both (1721 writes for 2000 calls in a CI run
+    # beside two other suites), and writing each at once is then the design. Both windows
+    # are widened here so that the loop below is a burst on any machine: what is checked is
+    # that a burst is batched, not how fast this machine posts.
+    monkeypatch.setattr(posts, "BURST_WINDOW", 1.0)
+    monkeypatch.setattr(posts, "FLUSH_DELAY", 0.05)
+
     @ray.remote
     class Counter:
         def __init__(self):
@@ -227,10 +238,10 @@ def test_a_burst_of_actor_calls_goes_out_in_batches(ray):
     with _counted("_drain") as writes:
         refs = [counter.inc.remote() for _ in range(2000)]
     assert ray.get(refs, timeout=120) == list(range(101, 2101))  # in order, every one
-    # One write per call without batching (1.00 before: a sendmsg each); with it, several
-    # calls per write (0.03-0.1 here; up to ~0.5 on a loaded machine, where results coming
-    # back make the reader threads write the calls queued so far whenever they block).
-    assert writes[0] / 2000 <= 0.8, f"{writes[0]} writes for 2000 calls"
+    # One write per call without batching (1.00 before: a sendmsg each); with it, a write
+    # per MAX_DEFERRED_PIECES calls, per kick of the flush thread (every 50 ms here) and per
+    # block of a reader thread that writes what was queued so far (0.02-0.1 here).
+    assert writes[0] / 2000 <= 0.25, f"{writes[0]} writes for 2000 calls"
 
 
 def test_a_call_goes_out_while_its_caller_computes_without_ever_blocking(ray):
