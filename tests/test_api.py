@@ -659,7 +659,7 @@ def test_gpu_assignment_sets_visible_devices(ray_module):
     assert sorted(r[1] for r in results) == ["0", "1"]
 
 
-@pytest.mark.embedded_only("max_calls is a gap on the yuanrong backend (see compat_matrix/options.toml)")
+@pytest.mark.embedded_only("max_calls above 0 is a gap on the yuanrong backend (see compat_matrix/options.toml)")
 def test_max_calls_recycles_the_worker(ray):
     @ray.remote(max_calls=1)
     def pid():

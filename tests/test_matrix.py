@@ -126,6 +126,7 @@ def test_option_statuses_drive_validation():
     options_module.check("task", {"max_calls": 2}, backend="embedded")
     with pytest.raises(gaps.RayAdapterOptionError, match="max_calls"):
         options_module.check("task", {"max_calls": 2}, backend="yuanrong")
+    options_module.check("task", {"max_calls": 0}, backend="yuanrong")  # no limit: yr's own way
 
 
 REFERENCE = os.environ.get("RAY_REFERENCE_PYTHON")

@@ -10,7 +10,7 @@ seconds (``None`` = wait forever).
 """
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 
 class ArgRef:
@@ -144,7 +144,9 @@ class CallContext:
     """Who is calling the core: the driver, or a task / actor call in a worker.
 
     ``task_id``/``actor_id`` are None where there is none (the driver has neither);
-    ``assigned_resources`` is ``{name: amount}``; ``gpu_ids`` are device indexes."""
+    ``assigned_resources`` is ``{name: amount}``; ``gpu_ids`` are device indexes (ints),
+    or, where ``CUDA_VISIBLE_DEVICES`` was set when the runtime started, that variable's
+    entries (strs), as Ray's ``get_gpu_ids()`` returns them."""
 
     job_id: bytes
     node_id: bytes
@@ -156,7 +158,7 @@ class CallContext:
     task_name: str = ""
     actor_name: Optional[str] = None
     assigned_resources: Dict[str, float] = field(default_factory=dict)
-    gpu_ids: List[int] = field(default_factory=list)
+    gpu_ids: List[Union[int, str]] = field(default_factory=list)
     was_restarted: bool = False
     actor_handle_meta: Any = None
     runtime_env: Dict[str, Any] = field(default_factory=dict)
@@ -166,7 +168,7 @@ class CallContext:
     placement_group_id: Optional[bytes] = None
     capture_child_tasks: bool = False
     #: Device ids assigned per accelerator kind (``{"GPU": [0], "NPU": [1]}``).
-    accelerator_ids: Dict[str, List[int]] = field(default_factory=dict)
+    accelerator_ids: Dict[str, List[Union[int, str]]] = field(default_factory=dict)
     #: The runtime's address (what ``ray.init`` returned as ``gcs_address``).
     gcs_address: str = ""
     is_canceled: bool = False       # the running call was cancelled (it was not interrupted)

@@ -44,7 +44,7 @@ import msgspec
 from ray_adapter.core.scheduling import Placement
 from ray_adapter.core.serialization import Serialized
 
-VERSION = 15
+VERSION = 16
 #: A worker's exit code when the driver's ``Init`` speaks another protocol version (its
 #: interpreter, a ``py_executable``, has another ray-adapter installed).
 VERSION_MISMATCH_EXIT_CODE = 97
@@ -80,7 +80,7 @@ class Assignment(msgspec.Struct, array_like=True, gc=False):
     """Where a task or actor was placed: the device ids it holds per kind, and the placement
     group bundle it runs in (``group_id`` empty: none; ``capture``: its child tasks join it)."""
 
-    accelerators: Dict[str, List[int]] = {}
+    accelerators: Dict[str, List[Union[int, str]]] = {}  # str: entries of *_VISIBLE_DEVICES
     group_id: bytes = b""
     bundle_index: int = -1
     capture: bool = False
@@ -128,7 +128,7 @@ class RunTask(_Msg, kw_only=True):
     name: str
     env: Dict[str, str]
     resources: Dict[str, float]
-    gpu_ids: List[int]
+    gpu_ids: List[Union[int, str]]  # str: an entry of CUDA_VISIBLE_DEVICES set at start
     retry_exceptions: bytes = b""  # task_support.retry_blob's form (b"": none)
     assignment: Optional[Assignment] = None
     streaming: bool = False        # the function's generator streams its items (StreamItem)
@@ -147,7 +147,7 @@ class CreateActor(_Msg, kw_only=True):
     restart_count: int
     env: Dict[str, str]
     resources: Dict[str, float]
-    gpu_ids: List[int]
+    gpu_ids: List[Union[int, str]]  # str: an entry of CUDA_VISIBLE_DEVICES set at start
     handle_meta: bytes     # pickled, opaque to the core
     runtime_env: bytes     # pickled dict
     assignment: Optional[Assignment] = None

@@ -32,17 +32,14 @@ def detect_accelerators():
 
 
 def visible_device_ids():
-    """``{"GPU": [ids]}`` named by ``CUDA_VISIBLE_DEVICES`` in this process (the ids Ray hands
-    out on this machine), or ``{}`` when it is not set."""
+    """``{"GPU": [ids]}`` named by ``CUDA_VISIBLE_DEVICES`` in this process, or ``{}`` when it
+    is not set. The ids are the variable's entries as strings (indexes or ``GPU-<uuid>``s), as
+    Ray's ``get_gpu_ids()`` returns them when the variable was set at start (integers
+    ``0..n-1`` otherwise)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return {}
-    ids = []
-    for d in visible.split(","):
-        d = d.strip()
-        if d.isdigit():
-            ids.append(int(d))
-    return {"GPU": ids}
+    return {"GPU": [d.strip() for d in visible.split(",") if d.strip()]}
 
 
 def to_units(amount):

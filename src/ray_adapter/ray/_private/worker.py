@@ -585,7 +585,8 @@ def get_actor(name, namespace=None):
 
 def get_gpu_ids():
     """GPU ids assigned to the current task or actor (mirrors ``ray.get_gpu_ids``); ``[]`` in
-    the driver."""
+    the driver. Ints ``0..n-1``, or, when ``CUDA_VISIBLE_DEVICES`` was set as the runtime
+    started, that variable's entries as strs (``["4"]``), as Ray returns them."""
     ctx = context_if_started()
     return list(ctx.gpu_ids) if ctx is not None else []
 
