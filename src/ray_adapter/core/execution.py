@@ -154,6 +154,19 @@ def task_failure(exc, name, actor=None):
                              **actor_fields(actor))
 
 
+def cancelled_failure(task_id, name, actor=None, exc=None):
+    """A call interrupted while it ran (or handed to an async actor's loop): Ray reports
+    ``RayTaskError(TaskCancelledError)``, its text the user's frames of ``exc`` (the
+    CancelledError that interrupted it, if any) and ``ray.exceptions.TaskCancelledError:
+    Task: TaskID(...) was cancelled.`` (the runtime's frames that raised it are left out)."""
+    tb = exc.__traceback__.tb_next if exc is not None and exc.__traceback__ else None
+    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_ADAPTER_DIR)]
+    text = ("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+            + f"ray.exceptions.TaskCancelledError: Task: TaskID({task_id.hex()}) was cancelled.\n")
+    return errors.TaskFailed(errors.TaskCancelled(task_id), text, name, os.getpid(), NODE_IP,
+                             cause_repr="TaskCancelledError()", **actor_fields(actor))
+
+
 def argument_failure(inner, name, actor=None, pid=None):
     """The :class:`errors.TaskFailed` of the call ``name`` whose argument failed with the core
     error ``inner``: Ray fails the call itself, its error quoting the argument's ("At least one

@@ -33,12 +33,13 @@ import threading
 from ray_adapter.core import errors
 from ray_adapter.core.embedded import protocol, streaming
 from ray_adapter.core.embedded.posts import flush_posted
-from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled, cancelled_failure,
-                                                flush_std, from_generator_function, pack_error,
-                                                pack_results, resolve_args, should_retry)
+from ray_adapter.core.embedded.results import (ArgumentFailed, Cancelled, flush_std,
+                                                from_generator_function, pack_error, pack_results,
+                                                resolve_args, should_retry)
 from ray_adapter.core.embedded.worker_core import current_call, current_function
 from ray_adapter.core.execution import (ActorLabel, actor_method, apply_env, call_shutdown_hook,
-                                        argument_failure, construct, construct_async, exit_status,
+                                        argument_failure, cancelled_failure, construct,
+                                        construct_async, exit_status,
                                         function_descriptor, intended_exit, sync_torch_threads,
                                         task_failure, with_thread_default)
 
@@ -73,7 +74,7 @@ class ActorHost:
         self.budget = streaming.Budget(message.backpressure)
         self.cancel_flags = set()  # calls asked to cancel: skipped if queued, flagged if running
         self.loops = None  # async actor: concurrency group ("" the default) -> _GroupLoop
-        self.async_calls = {}  # task id -> concurrent future of a call on a group's loop
+        self.async_calls = {}  # task id -> (concurrent future of a call on a loop, its _GroupLoop)
         self.running_async = set()  # ids of the calls on a loop whose method has begun
         self._pools = None
         # A concurrent actor's calls run on several threads. When one calls exit_actor(), the
@@ -178,10 +179,11 @@ class ActorHost:
                 self._answer(message.task_id, pack_error(task_failure(
                     _unknown_group(message.group), message.name, self.worker.actor_label)), "pool")
                 return
+            group_loop.arrive(message.task_id)
             future = asyncio.run_coroutine_threadsafe(self._run_async(message, buffers, group_loop),
                                                       group_loop.loop)
-            self.async_calls[message.task_id] = future
-            future.add_done_callback(lambda f, m=message: self._async_done(m, f))
+            self.async_calls[message.task_id] = future, group_loop
+            future.add_done_callback(lambda f, m=message, g=group_loop: self._async_done(m, g, f))
         else:
             pool = self._pools.get(message.group)
             if pool is None:
@@ -266,9 +268,9 @@ class ActorHost:
                                          from_generator_function(result, method), name,
                                          self.worker.actor_label)
             except asyncio.CancelledError as exc:
-                # Interrupted while it ran (a stream too): RayTaskError(TaskCancelledError), as
-                # Ray's async actors report it; before its method began, plain TaskCancelledError.
-                reply = pack_error(cancelled_failure(exc, task_id, name, self.worker.actor_label)
+                # Raised in its method (it awaited something cancelled), or the call was
+                # cancelled (then _async_done has answered already: this answer is ignored).
+                reply = pack_error(cancelled_failure(task_id, name, self.worker.actor_label, exc)
                                    if message.streaming or started else errors.TaskCancelled(task_id))
             except BaseException as exc:  # noqa: BLE001 - everything a method raises goes back
                 reply, retryable = self._failure(exc, message)
@@ -281,24 +283,33 @@ class ActorHost:
             self.cancel_flags.discard(task_id)
             self._finish(task_id, reply, group_loop, retryable)
 
-    def _async_done(self, message, future):
-        self.async_calls.pop(message.task_id, None)
-        if future.cancelled():  # answered here; the coroutine's own answer comes second, ignored
-            task_id = message.task_id
+    def _async_done(self, message, group_loop, future):
+        """A call on a loop ended (its loop's thread), or was cancelled (the thread that
+        cancelled it, in :meth:`cancel`: answered here, before its coroutine sees it; the
+        coroutine's own answer comes second and is ignored)."""
+        task_id = message.task_id
+        self.async_calls.pop(task_id, None)
+        cancelled = future.cancelled()
+        # Ray hands an async actor's call to its event loop once the actor is constructed
+        # and the call's group has a slot for it; a call cancelled after that (even one
+        # whose coroutine has not run a step: the loop is busy) is a RayTaskError(
+        # TaskCancelledError), as its coroutine raised CancelledError; one cancelled before
+        # (waiting for a slot or the constructor) is a plain TaskCancelledError.
+        dispatched = cancelled and self.ready.is_set() and group_loop.has_slot(task_id)
+        group_loop.leave(task_id)
+        if cancelled:
             self.cancel_flags.discard(task_id)
             self.budget.close(task_id)
             error = errors.TaskCancelled(task_id)
-            if message.streaming or task_id in self.running_async:  # interrupted while it ran
-                # (a stream too): RayTaskError(TaskCancelledError), as Ray's async actors say
-                error = cancelled_failure(asyncio.CancelledError(), task_id, message.name,
-                                          self.worker.actor_label)
+            if message.streaming or dispatched or task_id in self.running_async:
+                error = cancelled_failure(task_id, message.name, self.worker.actor_label)
             self.worker.send_done(task_id, pack_error(error))
             flush_posted()
 
     def cancel(self, task_id):
         """Cancel call ``task_id``: on the loop it is cancelled there; elsewhere it is flagged
         (skipped if it has not started, answered as cancelled when it ends if it has)."""
-        future = self.async_calls.get(task_id)
+        future, _ = self.async_calls.get(task_id, (None, None))
         if future is not None:
             self.cancel_flags.add(task_id)
             future.cancel()
@@ -403,14 +414,40 @@ class _GroupLoop:
     the group's semaphore and the gate its calls wait at until the constructor has finished.
     ``limit``, ``ready`` and the flush flag belong to the loop's thread; other threads reach
     the loop only through its thread-safe calls. One thread per declared group, for the
-    actor's life."""
+    actor's life.
+
+    ``_arrived`` lists the group's unfinished calls in arrival order (the order they take the
+    semaphore's slots in: the first ``size`` hold one, or will as soon as the loop runs); it is
+    guarded by ``_arrived_lock``, a leaf lock, taken by the reader thread (a call arrives, or
+    is cancelled) and by the thread that ends a call."""
 
     def __init__(self, group, size):
+        self.size = size
+        self._arrived = {}  # task id -> None, in arrival order
+        self._arrived_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, name=f"AsyncIO Thread: {group or 'default'}",
                          daemon=True).start()
         self.limit, self.ready = asyncio.run_coroutine_threadsafe(_loop_primitives(size), self.loop).result()
         self._flush_scheduled = False
+
+    def arrive(self, task_id):
+        with self._arrived_lock:
+            self._arrived[task_id] = None
+
+    def leave(self, task_id):
+        with self._arrived_lock:
+            self._arrived.pop(task_id, None)
+
+    def has_slot(self, task_id):
+        """Whether unfinished call ``task_id`` is among the first ``size`` to have arrived."""
+        with self._arrived_lock:
+            for index, arrived in enumerate(self._arrived):
+                if arrived == task_id:
+                    return True
+                if index + 1 >= self.size:
+                    return False
+        return False
 
     def schedule_flush(self):
         """On the loop: flush what this turn posted at the end of the turn."""

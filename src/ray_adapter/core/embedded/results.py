@@ -19,9 +19,6 @@ _NO_ARGS_DATA = serialization.NO_ARGS.data  # the payload of a call without argu
 
 loads_plain = pickle.loads
 
-#: The runtime's own source tree (its frames are left out of a cancelled call's traceback).
-_RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-
 
 class Cancelled(KeyboardInterrupt):
     """Raised inside a running task by a non-force cancel: a ``KeyboardInterrupt``, as Ray's
@@ -126,18 +123,6 @@ def pack_error(core_error):
     """``(False, [payload], buffers)`` for a core error (the driver repeats it per return)."""
     buffers = []
     return False, [to_payload(serialization.dumps_error(core_error), buffers)], buffers
-
-
-def cancelled_failure(exc, task_id, name, actor=None):
-    """A call interrupted while it ran: Ray reports ``RayTaskError(TaskCancelledError)``, its
-    text the user's frames and ``ray.exceptions.TaskCancelledError: Task: TaskID(...) was
-    cancelled.`` (the runtime's frames that raised the interruption are left out)."""
-    tb = exc.__traceback__.tb_next if exc.__traceback__ else None
-    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_RUNTIME_DIR)]
-    text = ("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
-            + f"ray.exceptions.TaskCancelledError: Task: TaskID({task_id.hex()}) was cancelled.\n")
-    return errors.TaskFailed(errors.TaskCancelled(task_id), text, name, os.getpid(), NODE_IP,
-                             cause_repr="TaskCancelledError()", **actor_fields(actor))
 
 
 _retry_specs = {}

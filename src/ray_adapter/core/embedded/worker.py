@@ -36,7 +36,8 @@ from ray_adapter.core.embedded.posts import (flush_posted, flushes_before_blocki
                                              write_posts_at_once)
 from ray_adapter.core.embedded.worker_core import WorkerCore, current_call, current_function
 from ray_adapter.core.embedded.worker_reading import ReadRole
-from ray_adapter.core.execution import (MAIN_MODULE_ENV, apply_env, argument_failure, exit_status,
+from ray_adapter.core.execution import (MAIN_MODULE_ENV, apply_env, argument_failure,
+                                        cancelled_failure, exit_status,
                                         function_descriptor, restore_env, sync_torch_threads,
                                         task_failure, with_thread_default)
 from ray_adapter.core.process_tree import become_subreaper
@@ -400,7 +401,7 @@ class Worker:
                     result, num_returns, results.from_generator_function(result, fn), name)
         except (results.Cancelled, KeyboardInterrupt) as exc:
             # Interrupted while running: Ray reports RayTaskError(TaskCancelledError).
-            reply = results.pack_error(results.cancelled_failure(exc, task_id, name))
+            reply = results.pack_error(cancelled_failure(task_id, name, exc=exc))
         except SystemExit as exc:
             # sys.exit() in a task ends its worker, as in Ray: the driver sees the worker die
             # and retries the task (WorkerCrashedError once retries run out).

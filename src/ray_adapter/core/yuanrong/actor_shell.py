@@ -26,6 +26,7 @@ import weakref
 
 from ray_adapter.core import errors
 from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failure, call_shutdown_hook,
+                                        cancelled_failure,
                                         construct, construct_async, exit_status, function_descriptor,
                                         intended_exit, task_failure, with_thread_default)
 from ray_adapter.core.embedded.task_support import device_env
@@ -263,7 +264,7 @@ class ActorShell:
             try:
                 return group_loop.wait(running)
             except concurrent.futures.CancelledError:  # ray.cancel interrupted it, as in Ray
-                return _cancelled(task_id, name)
+                return _cancelled(task_id, name, self.label)
         if not start_actor_call(task_id):  # cancelled before it started: never runs
             return Box(False, errors.TaskCancelled(task_id))
         result = method(*args, **kwargs)
@@ -337,8 +338,8 @@ async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, ac
         value = method(*args, **kwargs)
         if streaming:
             if inspect.isasyncgen(value):
-                return await stream_items_async(task_id, name, value, lambda: _cancelled(task_id, name),
-                                                actor)
+                return await stream_items_async(task_id, name, value,
+                                                lambda: _cancelled(task_id, name, actor), actor)
             return stream_items(task_id, name, value, lambda: Box(False, errors.TaskCancelled(task_id)),
                                 actor)
         if inspect.iscoroutine(value):  # not any awaitable: an ObjectRef is one
@@ -349,10 +350,9 @@ async def _guarded(semaphore, method, args, kwargs, streaming, task_id, name, ac
         return await run()
 
 
-def _cancelled(task_id, name):
-    """A cancelled async stream reports RayTaskError(TaskCancelledError), as in Ray."""
-    return Box(False, errors.TaskFailed(errors.TaskCancelled(task_id), "TaskCancelledError", name,
-                                        None, "127.0.0.1", cause_repr="TaskCancelledError()"))
+def _cancelled(task_id, name, actor=None):
+    """A cancelled async call (a stream too) reports RayTaskError(TaskCancelledError), as in Ray."""
+    return Box(False, cancelled_failure(task_id, name, actor))
 
 
 class _GroupLoop:

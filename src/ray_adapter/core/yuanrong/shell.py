@@ -12,8 +12,9 @@ import threading
 
 from ray_adapter import core
 from ray_adapter.core import errors, serialization
-from ray_adapter.core.execution import (GeneratorFailed, argument_failure, function_descriptor, split_returns,
-                                        task_failure, with_thread_default)
+from ray_adapter.core.execution import (GeneratorFailed, argument_failure, cancelled_failure,
+                                        function_descriptor, split_returns, task_failure,
+                                        with_thread_default)
 from ray_adapter.core.interface import ArgRef
 from ray_adapter.core.embedded.task_support import device_env
 from ray_adapter.core.yuanrong import thread_env
@@ -360,8 +361,7 @@ def _run_task(function, meta, packed_args, deps):
 
 def _cancelled_task(task_id, name):
     """A task stopped by a cancel while it ran: RayTaskError(TaskCancelledError), as in Ray."""
-    return Box(False, errors.TaskFailed(errors.TaskCancelled(task_id), "TaskCancelledError", name,
-                                        None, "127.0.0.1", cause_repr="TaskCancelledError()"))
+    return Box(False, cancelled_failure(task_id, name))
 
 
 def _should_retry(exc, retry_on):

@@ -6,6 +6,7 @@ single dict operations (two threads racing build the same value twice, harmlessl
 is the collaborators' own.
 """
 from ray_adapter.core import errors, ids, serialization
+from ray_adapter.core.execution import cancelled_failure
 from ray_adapter.core.yuanrong import shell
 from ray_adapter.core.yuanrong.objects import fail_futures
 
@@ -108,9 +109,9 @@ class TaskCalls:
                 pass
         if obj.actor_id is None and started:
             # A running task is interrupted in Ray: RayTaskError(TaskCancelledError).
-            error = errors.TaskFailed(errors.TaskCancelled(task_id), "TaskCancelledError",
-                                      obj.name or "task", None, "127.0.0.1",
-                                      cause_repr="TaskCancelledError()")
+            error = cancelled_failure(task_id, obj.name or "task")
+            if not self.local_mode:  # (it ran in a runtime process of the cluster, unknown here)
+                error.pid = None
         else:
             error = errors.TaskCancelled(task_id)
         self.streams.cancel(task_id)
