@@ -80,6 +80,56 @@ def test_the_metrics_export_port_can_be_chosen_and_is_freed_at_shutdown(ray):
     ray.init(num_cpus=1)
 
 
+def test_the_machines_node_metrics_are_served_beside_them_as_ray_labels_them(ray, monkeypatch,
+                                                                             tmp_path):
+    # NeMo-RL's GPU monitor scrapes ray_node_gpus_utilization / gram_used (MB) / mem_used /
+    # mem_total (bytes) from every node's MetricsExportPort, matching GpuIndex and GpuDeviceName.
+    # The labels are those Ray 2.60's agent gives (scraped from it: ip, SessionName, IsHeadNode,
+    # RayNodeType, Version; it adds OpenTelemetry's otel_scope_* too).
+    # This machine has no GPU: nvidia-smi is a stand-in script here (FAKE_NVIDIA_SMI, the one
+    # part that cannot run here), printing what the real one prints for the query it is given.
+    import os
+    import stat
+
+    import psutil
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\n'
+                    'case "$1" in --query-gpu=index,name,utilization.gpu,memory.used,memory.total) ;;\n'
+                    '  *) exit 2 ;; esac\n'
+                    'echo "0, NVIDIA H100 80GB HBM3, 75, 1024, 81559"\n'
+                    'echo "1, NVIDIA H100 80GB HBM3, [N/A], 0, 81559"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    node = ray.nodes()[0]
+    ip = node["NodeManagerAddress"]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{node['MetricsExportPort']}/metrics",
+                                  timeout=30).read().decode()
+    found = {s.name: s for family in text_string_to_metric_families(text) for s in family.samples
+             if s.name.startswith("ray_node_")}
+    for name in ("cpu_utilization", "cpu_count", "mem_used", "mem_available", "mem_total",
+                 "mem_shared_bytes", "disk_usage", "disk_free", "network_sent", "network_received"):
+        sample = found["ray_node_" + name]
+        assert {k: v for k, v in sample.labels.items() if k != "SessionName"} == {
+            "ip": ip, "IsHeadNode": "true", "RayNodeType": "head", "Version": "2.60.0"}, name
+        assert sample.labels["SessionName"].startswith("session_")
+    total = found["ray_node_mem_total"].value
+    assert 0 < total <= psutil.virtual_memory().total
+    assert 0 < found["ray_node_mem_used"].value <= total
+    assert found["ray_node_mem_used"].value + found["ray_node_mem_available"].value == total
+    gpus = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if "GpuIndex" in s.labels:
+                assert s.labels["GpuDeviceName"] == "NVIDIA H100 80GB HBM3" and s.labels["ip"] == ip
+                gpus[(s.labels["GpuIndex"], s.name)] = s.value
+    assert gpus == {("0", "ray_node_gpus_available"): 1.0, ("1", "ray_node_gpus_available"): 1.0,
+                    ("0", "ray_node_gpus_utilization"): 75.0, ("1", "ray_node_gpus_utilization"): 0.0,
+                    ("0", "ray_node_gram_used"): 1024.0, ("1", "ray_node_gram_used"): 0.0,
+                    ("0", "ray_node_gram_available"): 80535.0,
+                    ("1", "ray_node_gram_available"): 81559.0}
+
+
 def test_metric_arguments_are_checked_as_in_ray():
     from ray_adapter.ray.util.metrics import Counter, Gauge, Histogram
 

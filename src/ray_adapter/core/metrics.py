@@ -6,7 +6,9 @@ N)``, ``ray.nodes()[i]["MetricsExportPort"]``), names each metric ``ray_<name>``
 series with ``Component`` and ``Version`` besides the user's tags. The adapter runs one node per
 machine, so one endpoint, in the driver, holds every value recorded by the driver, its tasks and
 its actors: counters are summed, a gauge keeps the last value set (whoever set it), a histogram
-counts observations per bucket. Scrape ``http://127.0.0.1:<port>/metrics``.
+counts observations per bucket. Scrape ``http://127.0.0.1:<port>/metrics``. The machine's own
+``ray_node_*`` metrics are served beside them (:mod:`.node_metrics`) when the runtime is a
+node of this machine.
 
 A record is ``(kind, name, description, tag_keys, boundaries, tags, value)``: ``kind`` is
 "counter", "gauge" or "histogram"; ``tags`` maps every tag key to a string (checked by the
@@ -44,13 +46,22 @@ class _Family:
 
 class MetricsExport:
     """Every application metric of the runtime, served at ``http://127.0.0.1:<port>/metrics``
-    (``port``: the one asked for, or a free one when None or 0; see :attr:`port`)."""
+    (``port``: the one asked for, or a free one when None or 0; see :attr:`port`), with the
+    ``ray_node_*`` metrics of this machine when ``node_ip`` is given (the node's address, their
+    ``ip`` label; None: a runtime whose nodes are elsewhere)."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, node_ip=None):
         self._lock = threading.Lock()
         self._series = {}  # metric name -> _Family
         self._warned = set()
         self._listener = None
+        self._node_ip = node_ip
+        self._node = None  # NodeMetrics, made by the first scrape (psutil is imported then)
+        self._session = None
+        if node_ip is not None:
+            from ray_adapter.core.node_metrics import session_name
+
+            self._session = session_name()
         self.port = -1
         self._serve(port)
 
@@ -121,6 +132,12 @@ class MetricsExport:
                 else:
                     family.add_metric(label_values, value)
             yield family
+        if self._node_ip is not None:
+            if self._node is None:  # (two first scrapes at once make two: harmless)
+                from ray_adapter.core.node_metrics import NodeMetrics
+
+                self._node = NodeMetrics(self._node_ip, self._session, RAY_VERSION)
+            yield from self._node.collect()
 
     def text(self):
         """The exposition text a scrape gets (bytes)."""

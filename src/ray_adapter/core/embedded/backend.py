@@ -136,7 +136,7 @@ class EmbeddedBackend(RuntimeCore):
         # Futures' callbacks completed by a get that reads a worker's reply itself
         # (driver_reading): they run user code (done-callbacks), never on that caller.
         self._callbacks = DeferredReleases(name="ray-adapter-callbacks")
-        self.metrics = MetricsExport(options.metrics_export_port)
+        self.metrics = MetricsExport(options.metrics_export_port, node_ip=self.head_ip)
         log_to_driver = options.log_to_driver
 
         def init_message(worker_id, node, spec, job):

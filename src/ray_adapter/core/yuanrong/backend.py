@@ -154,7 +154,9 @@ class YuanrongBackend(RuntimeCore):
                                    job_id=self.job_id, node_id=self.node_id,
                                    worker_id=self.worker_id, namespace=self.namespace,
                                    address=address)
-        self.metrics = MetricsExport(options.metrics_export_port)
+        # (in local mode the runtime is this machine: its node metrics are served too)
+        self.metrics = MetricsExport(options.metrics_export_port,
+                                     node_ip=node["address"] if local_mode else None)
         self._started = True
         _exit_grace.register(self)
         if local_mode:  # os._exit in a task or actor (a thread) says it ends the driver
