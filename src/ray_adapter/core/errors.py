@@ -125,6 +125,9 @@ class OwnerExit(collections.namedtuple("OwnerExit", "worker_id ip intended by_ru
     __slots__ = ()
 
 
+_NAME_KEPT_AFTER = frozenset((ActorDeath.CREATION_FAILED, ActorDeath.CRASHED, ActorDeath.EXITED))
+
+
 class ActorDied(CoreError):
     """The actor is dead. ``cause`` is an :class:`ActorDeath`; ``creation_error`` is the
     :class:`TaskFailed` of a failed constructor or argument; ``pid``/``exit_code`` describe a
@@ -161,6 +164,15 @@ class ActorDied(CoreError):
                 "started": self.started, "never_ran": self.never_ran, "name": self.name, "namespace": self.namespace,
                 "ip": self.ip, "owner": tuple(self.owner) if self.owner is not None else None,
                 "creation_error": getattr(creation, "traceback_str", None) if creation is not None else None}
+
+    @property
+    def keeps_name(self):
+        """Whether a named, non-detached actor dead of this keeps its name while handles to it
+        remain (``get_actor`` finds the dead actor, a new one cannot take the name), as Ray
+        2.60's GCS keeps it until the actor is out of scope or ``ray.kill``\ed: after a
+        constructor that raised, a crash with no restart left, and ``exit_actor()`` (measured).
+        A killed actor's name is free at its death, as a detached actor's always is."""
+        return self.cause in _NAME_KEPT_AFTER
 
     def located(self, name, namespace, ip):
         """Record the dead actor's name (None: unnamed), namespace and node address (None:

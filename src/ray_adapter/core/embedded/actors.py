@@ -85,6 +85,11 @@ class _PastProcess:
         self.pid, self.node = pid, node
 
 
+def _keeps_name(actor, death):
+    """A dead actor's name stays taken while it has handles (see ``ActorDied.keeps_name``)."""
+    return not actor.options.detached and isinstance(death, errors.ActorDied) and death.keeps_name
+
+
 class ActorManager:
     """Actors and their calls, from ``create`` to death (see the module notes)."""
 
@@ -285,7 +290,8 @@ class ActorManager:
             actor.last_process = _PastProcess(worker.pid, worker.node)  # listed with its death
             grant, actor.grant = actor.grant, None
             if actor.state is ActorState.DEAD:  # it drained (die_draining): what it left unanswered
-                self._free_name_locked(actor)
+                if not _keeps_name(actor, actor.death):
+                    self._free_name_locked(actor)
                 fail = [(call, actor.death) for call in actor.inflight.values()]
                 actor.inflight.clear()
                 for call, _ in fail:
@@ -397,8 +403,8 @@ class ActorManager:
                 if death.pid is None and alive_in is not None:
                     death.pid = alive_in.pid
             actor.death = death
-            if not draining:  # (a draining actor keeps its name until its process exits, as in Ray)
-                self._free_name_locked(actor)
+            if not draining and not _keeps_name(actor, death):  # (a draining actor keeps it
+                self._free_name_locked(actor)                    # until its process exits)
             inflight = [] if draining else list(actor.inflight.values())
             worker = grant = None
             if not draining:
@@ -455,6 +461,7 @@ class ActorManager:
                 return
             worker = actor.worker
             if actor.state is ActorState.DEAD:
+                self._free_name_locked(actor)  # (a dead actor's name kept for its handles)
                 if worker is not None:  # it exits after its running calls: killed now instead
                     _sigkill(worker.pid)
                 return
@@ -552,9 +559,12 @@ class ActorManager:
             return self._actors[actor_id].info()
 
     def list_named(self, namespace, all_namespaces):
+        """The named actors that are not dead (a dead one keeps its name for its handles, see
+        ``ActorDied.keeps_name``, unlisted, as Ray lists them)."""
         with self._lock:
-            return [{"name": name, "namespace": ns} for (ns, name) in self._names
-                    if all_namespaces or ns == namespace]
+            return [{"name": name, "namespace": ns} for (ns, name), actor_id in self._names.items()
+                    if (all_namespaces or ns == namespace)
+                    and self._actors[actor_id].state is not ActorState.DEAD]
 
     # -- carried handles (delegated to the scope) --------------------------------------------
     def carry(self, actor_ids):

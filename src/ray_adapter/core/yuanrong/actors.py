@@ -84,7 +84,7 @@ class ActorTable:
         self.local_mode = local_mode
         self._lock = threading.RLock()
         self._actors = {}  # actor id -> _Actor
-        self._names = {}   # (namespace, name) -> actor id of a live named actor
+        self._names = {}   # (namespace, name) -> actor id (a live one, or dead and kept: keeps_name)
         self._shell_creator = None
         self._closed = False
 
@@ -105,7 +105,7 @@ class ActorTable:
         with self._lock:  # check and reserve the name at once: concurrent creators race here
             if options.name:
                 existing = self._names.get((namespace, options.name))
-                if existing is not None and not self._actors[existing].dead:
+                if existing is not None:  # (a dead one whose name is kept too: keeps_name)
                     if options.get_if_exists:
                         return self._actors[existing].info
                     raise errors.ActorNameTaken(options.name, namespace)
@@ -249,16 +249,21 @@ class ActorTable:
 
     def _decide_death(self, actor, death):
         """(Under the lock.) ``actor`` dies of ``death``: True if it was alive. Its name is
-        free at once; :meth:`_act_on_death` does the rest, outside the lock."""
+        free at once, unless ``death.keeps_name`` (then when its handles are gone, or it is
+        killed); :meth:`_act_on_death` does the rest, outside the lock."""
         if actor.dead:
             return False
         actor.death = death  # before dead: readers without the lock see a death with it
         actor.dead = True
         actor.times[2] = actor.times[3] = time.time()
+        if actor.detached or not death.keeps_name:  # (else kept while handles remain, as Ray)
+            self._free_name_locked(actor)
+        return True
+
+    def _free_name_locked(self, actor):
         info = actor.info
         if info.name and self._names.get((info.namespace, info.name)) == actor.actor_id:
             del self._names[(info.namespace, info.name)]
-        return True
 
     def _act_on_death(self, actor, every_call):
         """The actor died: its constructor arguments' holds and its resources go back, its
@@ -296,6 +301,8 @@ class ActorTable:
         """``ray.kill``: the actor dies (KILLED) and its instance is terminated."""
         with self._lock:
             actor = self._actors.get(actor_id)
+            if actor is not None and actor.dead:
+                self._free_name_locked(actor)  # (a dead actor's name kept for its handles)
             if actor is None or not self._decide_death(actor, errors.ActorDied(
                     actor_id, errors.ActorDeath.KILLED, actor.info.class_name,
                     detail=None if no_restart else errors.KILLED_PROCESS)):
@@ -325,8 +332,11 @@ class ActorTable:
                 if actor is None:
                     continue
                 actor.handles -= 1
-                if actor.handles <= 0 and not actor.escaped and not actor.detached and not actor.dead:
-                    ending.append(actor)
+                if actor.handles <= 0 and not actor.escaped and not actor.detached:
+                    if actor.dead:
+                        self._free_name_locked(actor)  # (a dead actor's name kept for them)
+                    else:
+                        ending.append(actor)
         for actor in ending:
             self._end_after_calls(actor)
 
