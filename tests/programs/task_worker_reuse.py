@@ -3,6 +3,7 @@ default ``max_calls=1`` for them, unless the function sets ``max_calls``; ``.opt
 keeps the function's own), and an actor created by a task whose worker then exits for
 ``max_calls`` lives on, as do the tasks it submitted (Ray keeps the worker that owns them until
 they are done or out of scope)."""
+import inspect
 import os
 import time
 
@@ -65,6 +66,16 @@ for label, maker in (("max_calls=1", make_counter), ("num_gpus=0.5", make_counte
     print("an actor made by a task with", label, "->",
           [ray.get(counter.incr.remote(), timeout=30) for _ in range(2)])
 print("a remote function has no __name__, as in Ray:", not hasattr(gpu_pid, "__name__"))
+
+
+@ray.remote
+def documented(a, b=2):
+    """Adds b."""
+    return a + b
+
+
+print("its .remote wears the function's name, doc and signature:", documented.remote.__name__,
+      documented.remote.__doc__, inspect.signature(documented.remote))
 
 
 @ray.remote

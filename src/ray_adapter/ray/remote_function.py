@@ -1,4 +1,5 @@
 """``ray.remote_function``: :class:`RemoteFunction`, what ``@ray.remote`` makes of a function."""
+import functools
 import os
 
 from ray_adapter import gaps
@@ -114,6 +115,18 @@ class RemoteFunction:
         self._core_options = None
         self._retries_env = None  # RAY_TASK_MAX_RETRIES when _core_options were made
         self._signature = None
+        self._wrap_remote()
+
+    def _wrap_remote(self):
+        """``self.remote``: :meth:`_submit` wearing the function's ``__name__``, ``__doc__``,
+        ``__wrapped__`` (so its signature), as Ray's ``remote`` proxy is ``functools.wraps``
+        of the function (tools and frameworks read them off ``f.remote``)."""
+        submit = self._submit
+
+        def remote(*args, **kwargs):
+            return submit(*args, **kwargs)
+
+        self.remote = functools.update_wrapper(remote, self._function)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(
@@ -124,7 +137,12 @@ class RemoteFunction:
         state = dict(self.__dict__)
         state["_core_options"] = None
         state["_signature"] = None
+        del state["remote"]  # (made again by __setstate__)
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._wrap_remote()
 
     def options(self, **task_options):
         """A copy with ``task_options`` merged over this function's options."""
@@ -147,8 +165,8 @@ class RemoteFunction:
         target = self.options(**task_options) if task_options else self
         return target.remote(*(args or ()), **(kwargs or {}))
 
-    def remote(self, *args, **kwargs):
-        """Submit the task; returns its ObjectRef(s)."""
+    def _submit(self, *args, **kwargs):
+        """``f.remote(*args, **kwargs)``: submit the task; returns its ObjectRef(s)."""
         _check_call(self, self._function, args, kwargs)
         core = _ensure_core()
         if core.backend_name != self._checked_backend:  # chosen by ray.init after decoration
