@@ -169,7 +169,7 @@ class ActorDied(CoreError):
     def keeps_name(self):
         """Whether a named, non-detached actor dead of this keeps its name while handles to it
         remain (``get_actor`` finds the dead actor, a new one cannot take the name), as Ray
-        2.60's GCS keeps it until the actor is out of scope or ``ray.kill``\ed: after a
+        2.60's GCS keeps it until the actor is out of scope or killed (``ray.kill``): after a
         constructor that raised, a crash with no restart left, and ``exit_actor()`` (measured).
         A killed actor's name is free at its death, as a detached actor's always is."""
         return self.cause in _NAME_KEPT_AFTER
