@@ -187,16 +187,18 @@ class ActorUnavailable(CoreError):
     """A call was in flight when the actor's process died and the actor is restarting: the
     call may or may not have run. ``restarted_by_kill`` tells ``ray.kill(no_restart=False)``
     from a crash; ``while_restarting``: the call was made while the actor was restarting (and
-    had no retries to wait for it)."""
+    had no retries to wait for it); ``by_sys_exit``: the call itself raised ``SystemExit`` with
+    ``exit_code`` in a concurrent actor, whose process leaves once the calls beside it end."""
 
     def __init__(self, actor_id, pid=None, exit_code=None, restarted_by_kill=False,
-                 while_restarting=False):
+                 while_restarting=False, by_sys_exit=False):
         super().__init__(actor_id)
         self.actor_id = actor_id
         self.pid = pid
         self.exit_code = exit_code
         self.restarted_by_kill = restarted_by_kill
         self.while_restarting = while_restarting
+        self.by_sys_exit = by_sys_exit
 
 
 class PendingCallsLimit(CoreError):

@@ -317,7 +317,10 @@ class ActorManager:
                     actor.num_restarts += 1
                     actor.state = ActorState.RESTARTING
                     restart = True
-                    unavailable = errors.ActorUnavailable(actor.actor_id, worker.pid, code, actor.kill_restart)
+                    # (Ray words a process that left by sys.exit(N) "UnexpectedSystemExit")
+                    unavailable = errors.ActorUnavailable(
+                        actor.actor_id, worker.pid, code, actor.kill_restart,
+                        by_sys_exit=worker.left_by_python and not actor.kill_restart)
                     actor.kill_restart = False
                     # Calls the window held back in the driver count as sent: Ray had sent
                     # them, so they fail (or spend a retry) as the ones in flight do.

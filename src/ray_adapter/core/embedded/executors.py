@@ -82,9 +82,13 @@ class ActorHost:
         # process down; calls that had not begun by then are answered ActorDiedError.
         # ``_running`` and ``_exiting`` are guarded by ``_exit_lock`` (any call's thread; a
         # leaf lock: nothing is sent under it).
+        # A call that raised SystemExit(N) (not exit_actor()) sets ``_crash_code``: as in Ray,
+        # the calls running beside it are answered, then the process exits N (a crash);
+        # calls that had not begun stay unanswered (the driver fails or replays them then).
         self._exit_lock = threading.Lock()
         self._running = 0
         self._exiting = False
+        self._crash_code = None
         sizes = dict(self.groups)
         if self.is_async:
             sizes[""] = limit or DEFAULT_ASYNC_CONCURRENCY
@@ -326,9 +330,18 @@ class ActorHost:
             return self._exited(), False
         if isinstance(exc, SystemExit):
             if not (w.exit_actor_after_call or intended_exit(exc)):
-                # sys.exit(1) and the like: the process dies as from a crash, unanswered; the
-                # driver then restarts the actor if it may (ActorUnavailableError meanwhile).
+                # sys.exit(1) and the like: the process dies as from a crash; the driver then
+                # restarts the actor if it may (ActorUnavailableError meanwhile). A sync actor's
+                # call is left unanswered; a concurrent actor's is ActorUnavailableError, and
+                # the process leaves when the calls running beside it end, as in Ray.
                 code = exit_status(exc)
+                if self.concurrent:
+                    with self._exit_lock:
+                        self._exiting = True
+                        if self._crash_code is None:
+                            self._crash_code = code
+                    return pack_error(errors.ActorUnavailable(w.actor_id, os.getpid(), code,
+                                                              by_sys_exit=True)), False
                 leaving(w, code)
                 end_process(code)
             # exit_actor() or sys.exit(0): the actor ends after this call, not restarted, and
@@ -352,8 +365,10 @@ class ActorHost:
             if not self._exiting:
                 self._running += 1
                 return True
+            crashing = self._crash_code is not None
         self.budget.close(message.task_id)
-        self._answer(message.task_id, self._exited(), where)
+        if not crashing:  # (a crash leaves it to the driver: failed, or replayed on a restart)
+            self._answer(message.task_id, self._exited(), where)
         return False
 
     def _leave_from_constructor(self, actor_id, exc):
@@ -387,14 +402,18 @@ class ActorHost:
             return
         with self._exit_lock:
             self._running -= 1
-            announce = task_id == w.exit_call and not self._exiting
+            crash_code = self._crash_code
+            announce = task_id == w.exit_call and not self._exiting and crash_code is None
             self._exiting = self._exiting or announce
             last = self._exiting and not self._running
         if announce:  # before its answer: the driver sends nothing more and fails this call
             w.post(protocol.ActorExiting(w.actor_id, draining=True, task_id=task_id,
                                          by_exit_actor=w.exit_by_call))
         self._answer(task_id, reply, where, retryable)
-        if last:  # atexit handlers run where no event loop runs (asyncio.run works in them)
+        if last and crash_code is not None:  # a call's sys.exit(N): the process ends as a crash
+            leaving(w, crash_code)
+            end_process(crash_code)  # (flushes what was posted, this answer too)
+        elif last:  # atexit handlers run where no event loop runs (asyncio.run works in them)
             threading.Thread(target=w.leave, name="ray-adapter-actor-exit").start()
 
     def _answer(self, task_id, reply, where="main", retryable=False):

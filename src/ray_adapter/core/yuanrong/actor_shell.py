@@ -21,6 +21,7 @@ import collections
 import concurrent.futures
 import contextvars
 import inspect
+import os
 import threading
 import weakref
 
@@ -93,6 +94,8 @@ class ActorShell:
         self._cls = cls
         self._build_lock = threading.Lock()
         sizes = dict(groups or {})
+        # (calls may run side by side: a call's sys.exit(N) then answers ActorUnavailableError)
+        self._concurrent = bool(is_async or groups or (max_concurrency or 1) > 1)
         if is_async:
             sizes[""] = max_concurrency or DEFAULT_ASYNC_CONCURRENCY
             self.loops = self._limits = {g: _GroupLoop(g, n) for g, n in sizes.items()}
@@ -295,11 +298,15 @@ class ActorShell:
                     self.restarts_left -= 1
                 self.restart_count += 1
                 self._build()
-                return Box(False, errors.ActorUnavailable(self.actor_id, None, code))
+                return Box(False, errors.ActorUnavailable(self.actor_id, os.getpid(), code,
+                                                          by_sys_exit=True))
         self.exited = True
         self._let_env_go()
         self.death = errors.ActorDied(self.actor_id, errors.ActorDeath.CRASHED, self.class_name,
                                       exit_code=code)
+        if self._concurrent:  # as Ray's threaded and group actors answer the exiting call
+            return Box(False, errors.ActorUnavailable(self.actor_id, os.getpid(), code,
+                                                      by_sys_exit=True))
         return Box(False, self.death)
 
     def shut_down(self):

@@ -334,6 +334,8 @@ def from_core_error(err):
     if isinstance(err, core_errors.ActorUnavailable):
         if getattr(err, "while_restarting", False):
             detail = "IOError: The actor is restarting."
+        elif getattr(err, "by_sys_exit", False):
+            detail = f"UnexpectedSystemExit: Worker exits with an exit code {err.exit_code}."
         elif err.restarted_by_kill:
             detail = "IOError: the actor was restarted by ray.kill(no_restart=False)"
         else:
