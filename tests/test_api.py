@@ -659,6 +659,31 @@ def test_gpu_assignment_sets_visible_devices(ray_module):
     assert sorted(r[1] for r in results) == ["0", "1"]
 
 
+def test_cuda_visible_devices_bounds_the_gpus_as_in_ray(ray_module, monkeypatch):
+    # Ray 2.60 (measured): declaring more GPUs than CUDA_VISIBLE_DEVICES lists refuses to start
+    # ("" and Slurm's NoDevFiles list none) instead of handing out hidden devices; a runtime
+    # env's RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES counts only as "1" or "true".
+    ray = ray_module
+    for visible, entries in (("0,1", "['0', '1']"), ("", "[]"), ("NoDevFiles", "[]")):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        with pytest.raises(ValueError) as info:
+            ray.init(num_cpus=1, num_gpus=4)
+        assert str(info.value) == (f"Attempting to start raylet with 4 GPU, but CUDA_VISIBLE_DEVICES "
+                                   f"contains {entries}.")
+        assert not ray.is_initialized()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    ray.init(num_cpus=2, num_gpus=2)
+
+    @ray.remote(num_gpus=1)
+    def visible():
+        return ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    for value, expect_all in (("0", False), ("false", False), ("1", True), ("TRUE", True)):
+        env = {"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": value}}
+        ids, seen = ray.get(visible.options(runtime_env=env).remote(), timeout=60)
+        assert seen == ("4,6" if expect_all else ids[0]), (value, ids, seen)
+
+
 @pytest.mark.embedded_only("max_calls above 0 is a gap on the yuanrong backend (see compat_matrix/options.toml)")
 def test_max_calls_recycles_the_worker(ray):
     @ray.remote(max_calls=1)

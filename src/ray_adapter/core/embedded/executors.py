@@ -305,7 +305,7 @@ class ActorHost:
             self.cancel_flags.discard(task_id)
             self.budget.close(task_id)
             error = errors.TaskCancelled(task_id)
-            if message.streaming or dispatched or task_id in self.running_async:
+            if dispatched or task_id in self.running_async:  # (a stream too, as in Ray)
                 error = cancelled_failure(task_id, message.name, self.worker.actor_label)
             self.worker.send_done(task_id, pack_error(error))
             flush_posted()

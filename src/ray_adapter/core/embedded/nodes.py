@@ -19,7 +19,8 @@ import threading
 import time
 
 from ray_adapter.core import ids
-from ray_adapter.core.embedded.resources import Node, detect_accelerators, visible_device_ids
+from ray_adapter.core.embedded.resources import (Node, check_declared_gpus, detect_accelerators,
+                                                 visible_device_ids)
 
 HEAD_IP = "127.0.0.1"
 
@@ -54,6 +55,8 @@ def node_total(spec, ip, head, detect=False):
     total = {"CPU": float(cpus)}
     accel = detect_accelerators() if detect else {}
     if spec.num_gpus is not None:
+        if detect:  # this machine's head: its CUDA_VISIBLE_DEVICES bounds what it declares
+            check_declared_gpus(spec.num_gpus)
         accel["GPU"] = spec.num_gpus
     total.update({k: float(v) for k, v in accel.items()})
     memory = spec.memory if spec.memory is not None else default_memory()

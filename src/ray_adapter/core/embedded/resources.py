@@ -10,16 +10,17 @@ _NO_DEVICES = {}  # the grant of a request for no GPU/NPU: shared, never mutated
 
 
 def detect_accelerators():
-    """``{"GPU": n, "NPU": m}`` found on this machine without importing a framework."""
+    """``{"GPU": n, "NPU": m}`` found on this machine without importing a framework: the
+    machine's NVIDIA GPUs, at most as many as ``CUDA_VISIBLE_DEVICES`` lists, as Ray counts
+    them."""
     found = {}
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        n = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        n = 0
+    visible = _visible_gpu_entries()
     if visible is not None:
-        n = len([d for d in visible.split(",") if d.strip()])
-    else:
-        try:
-            n = len(os.listdir("/proc/driver/nvidia/gpus"))
-        except OSError:
-            n = 0
+        n = min(n, len(visible))
     if n:
         found["GPU"] = n
     try:
@@ -31,15 +32,31 @@ def detect_accelerators():
     return found
 
 
+def _visible_gpu_entries():
+    """``CUDA_VISIBLE_DEVICES`` split as Ray splits it (``""`` and Slurm's ``NoDevFiles``: no
+    device), or None when it is not set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    return [] if visible in ("", "NoDevFiles") else visible.split(",")
+
+
 def visible_device_ids():
     """``{"GPU": [ids]}`` named by ``CUDA_VISIBLE_DEVICES`` in this process, or ``{}`` when it
     is not set. The ids are the variable's entries as strings (indexes or ``GPU-<uuid>``s), as
     Ray's ``get_gpu_ids()`` returns them when the variable was set at start (integers
     ``0..n-1`` otherwise)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return {}
-    return {"GPU": [d.strip() for d in visible.split(",") if d.strip()]}
+    visible = _visible_gpu_entries()
+    return {} if visible is None else {"GPU": visible}
+
+
+def check_declared_gpus(num_gpus):
+    """``ray.init(num_gpus=n)`` on a machine whose ``CUDA_VISIBLE_DEVICES`` lists fewer: Ray
+    refuses to start (ValueError, its words) rather than hand out devices the variable hides."""
+    visible = _visible_gpu_entries()
+    if num_gpus is not None and visible is not None and num_gpus > len(visible):
+        raise ValueError(f"Attempting to start raylet with {num_gpus} GPU, but "
+                         f"CUDA_VISIBLE_DEVICES contains {visible}.")
 
 
 def to_units(amount):

@@ -53,8 +53,9 @@ def device_env(devices, env_vars=None):
     if not devices:
         return env
 
-    def noset(name):
-        return (env_vars or {}).get(name, os.environ.get(name))
+    def noset(name):  # (Ray: "1" or "true", any case; "0" in env_vars undoes the process's)
+        value = (env_vars or {}).get(name, os.environ.get(name))
+        return str(value or "").lower() in ("1", "true")
 
     if "GPU" in devices and not noset("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in devices["GPU"])

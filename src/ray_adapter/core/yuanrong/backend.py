@@ -43,7 +43,7 @@ from ray_adapter.core import errors, ids
 from ray_adapter.core.execution import exit_grace_seconds
 from ray_adapter.core.interface import RuntimeCore
 from ray_adapter.core.releases import DeferredReleases
-from ray_adapter.core.embedded.resources import detect_accelerators
+from ray_adapter.core.embedded.resources import check_declared_gpus, detect_accelerators
 from ray_adapter.core.yuanrong import local_mode_repairs, shell, thread_env, thread_exit
 from ray_adapter.core.yuanrong.actors import ActorTable
 from ray_adapter.core.yuanrong.cluster import ClusterView, local_node
@@ -110,6 +110,7 @@ class YuanrongBackend(RuntimeCore):
         if local_mode:  # the node's accelerators, as the embedded runtime finds them
             accelerators = detect_accelerators()
             if options.num_gpus is not None:
+                check_declared_gpus(options.num_gpus)
                 accelerators["GPU"] = options.num_gpus
             num_gpus, num_npus = accelerators.get("GPU"), accelerators.get("NPU")
         node = local_node(self.node_id, num_cpus, dict(options.resources or {}), num_gpus, num_npus)
