@@ -303,3 +303,25 @@ def test_waiting_on_a_removed_group_raises_as_in_ray(ray):
     ray.util.remove_placement_group(pg)
     with pytest.raises(Exception, match=r"^Placement group PlacementGroupID\([0-9a-f]+\) does not exist\.$"):
         pg.wait(1)
+
+
+@pytest.mark.embedded_only("the infeasibility warning is the embedded scheduler's")
+def test_a_fraction_of_a_gpu_bundle_is_feasible_without_a_warning(ray_module, capfd):
+    # A bundle reserving half a GPU holds a task asking for a quarter: Ray runs it and says
+    # nothing. The bundle's feasibility check counted no device slot in it (int(0.5) == 0)
+    # and warned that no node could satisfy the task, though it ran.
+    from ray_adapter.ray.util.placement_group import placement_group
+    from ray_adapter.ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    ray = ray_module
+    ray.init(num_cpus=2, num_gpus=1)
+    pg = placement_group([{"GPU": 0.5, "CPU": 1}])
+    ray.get(pg.ready(), timeout=30)
+
+    @ray.remote(num_gpus=0.25)
+    def ids():
+        return ray.get_gpu_ids()
+
+    strategy = PlacementGroupSchedulingStrategy(pg, 0)
+    assert ray.get(ids.options(scheduling_strategy=strategy).remote(), timeout=30) == [0]
+    assert "satisfy" not in capfd.readouterr().err

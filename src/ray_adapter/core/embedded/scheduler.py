@@ -32,7 +32,7 @@ import traceback
 from ray_adapter.core.embedded import group_placement
 from ray_adapter.core.embedded.demands import Grant
 from ray_adapter.core.embedded.group_placement import BUNDLE_RESOURCE, BUNDLE_SHARE
-from ray_adapter.core.embedded.resources import NodeResources
+from ray_adapter.core.embedded.resources import UNIT, NodeResources
 from ray_adapter.core.scheduling import matches_all
 
 
@@ -82,8 +82,7 @@ class Scheduler:
                     return True  # unknown yet: nothing to judge
                 index = placement.bundle_index
                 bundles = group.bundles if index < 0 else group.bundles[index:index + 1]
-                return any(NodeResources(NodeResources({}).amounts(b.units)).feasible(units)
-                           for b in bundles)
+                return any(_bundle_resources(b.units).feasible(units) for b in bundles)
             if placement is not None and placement.kind == "node" and not placement.soft:
                 target = self.by_hex.get(placement.node_id)
                 if target is None or not target.alive:
@@ -448,3 +447,16 @@ class Scheduler:
         """How many demands wait, for tests and state APIs."""
         with self._lock:
             return sum(len(q) for q in self._queues.values())
+
+
+def _bundle_resources(units):
+    """A bundle of ``units`` as a node of its own, for feasibility: its GPUs/NPUs as the device
+    slots it reserves (a fraction of one device for ``{"GPU": 0.5}``, which a task asking for
+    0.25 fits in; whole devices otherwise)."""
+    devices = {}
+    for kind in NodeResources.DEVICE_KINDS:
+        need = units.get(kind, 0)
+        if need:
+            whole, part = divmod(need, UNIT)
+            devices[kind] = [(i, UNIT) for i in range(whole)] + ([(whole, part)] if part else [])
+    return NodeResources(NodeResources({}).amounts(units), devices=devices)
