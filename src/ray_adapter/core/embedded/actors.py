@@ -46,7 +46,8 @@ from ray_adapter.core.embedded.pool import WorkerState
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.demands import Demand
 from ray_adapter.core.embedded.results import error_data
-from ray_adapter.core.embedded.task_support import assignment, device_env, notice_retry, notice_worker_died
+from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_retry, notice_worker_died,
+                                                    seen_devices)
 from ray_adapter.core.execution import ActorLabel, argument_failure
 
 
@@ -217,14 +218,15 @@ class ActorManager:
         deps = [Dep(oid, to_payload(data, buffers))
                 for oid, (data, _) in zip(actor.deps, self._objects.values(actor.deps))]
         env = dict((actor.options.runtime_env or {}).get("env_vars") or {})
-        env.update(device_env(grant.devices, env))
+        devices = seen_devices(grant.devices, env, grant.node)
+        env.update(device_env(devices, env))
         o = actor.options
         message = protocol.CreateActor(
             actor_id=actor.actor_id, key=actor.key, args=args, deps=deps, name=o.name,
             class_name=o.class_name, is_async=o.is_async, max_concurrency=o.max_concurrency,
             restart_count=actor.num_restarts, env=env, resources=grant.amounts(),
-            gpu_ids=list(grant.devices.get("GPU", ())), handle_meta=actor.meta_blob,
-            runtime_env=actor.env_blob, assignment=assignment(grant, o.scheduling),
+            gpu_ids=list(devices.get("GPU", ())), handle_meta=actor.meta_blob,
+            runtime_env=actor.env_blob, assignment=assignment(grant, o.scheduling, devices),
             concurrency_groups=dict(o.concurrency_groups or {}),
             backpressure=o.generator_backpressure)
         with self._lock:

@@ -26,13 +26,15 @@ def retry_blob(spec):
     return serialization.dumps_plain(tuple(spec) if isinstance(spec, list) else spec)
 
 
-def assignment(grant, placement):
-    """The protocol.Assignment of a grant: its device ids and, in a group, its bundle."""
+def assignment(grant, placement, devices=None):
+    """The protocol.Assignment of a grant: its device ids (``devices``: as the worker sees
+    them, see :func:`seen_devices`; default the grant's) and, in a group, its bundle."""
     bundle = grant.bundle
-    if bundle is None and not grant.devices:
+    devices = grant.devices if devices is None else devices
+    if bundle is None and not devices:
         return None
     return protocol.Assignment(
-        {k: list(v) for k, v in grant.devices.items()},
+        {k: list(v) for k, v in devices.items()},
         placement.group_id if bundle is not None else b"",
         bundle.index if bundle is not None else -1,
         bool(bundle is not None and placement.capture))
@@ -44,17 +46,38 @@ def unschedulable_error(name, reason, group_id):
     return errors.Unschedulable(name, errors.UnschedulableReason.NODE_AFFINITY)
 
 
-def device_env(devices, env_vars=None):
+def seen_devices(devices, env_vars, node):
+    """The device ids a task or actor granted ``devices`` on ``node`` sees (its
+    ``ray.get_gpu_ids()``, accelerator ids and ``CUDA_VISIBLE_DEVICES``). When its runtime
+    env's ``env_vars`` set ``CUDA_VISIBLE_DEVICES``, Ray's worker, started with that variable,
+    maps each granted slot through the list, as strs (the whole list when a slot is beyond
+    it): slot 0 under ``"40,41"`` is ``"40"``. Otherwise ``devices`` as granted."""
+    listed = (env_vars or {}).get("CUDA_VISIBLE_DEVICES")
+    gpus = devices.get("GPU") if devices else None
+    if listed is None or not gpus:
+        return devices
+    entries = [] if listed in ("", "NoDevFiles") else str(listed).split(",")
+    node_ids = list(node.resources.device_ids.get("GPU") or ()) if node is not None else []
+    slots = [i if isinstance(i, int) or i not in node_ids else node_ids.index(i) for i in gpus]
+    if all(isinstance(s, int) and s < len(entries) for s in slots):
+        mapped = [entries[s] for s in slots]
+    else:
+        mapped = list(entries)
+    return dict(devices, GPU=mapped)
+
+
+def device_env(devices, env_vars=None, process_get=os.environ.get):
     """Device-visibility variables for granted device ids, unless the user asked Ray not to
-    set them (``RAY_EXPERIMENTAL_NOSET_*``, non-empty): in the environment the worker gets,
+    set them (``RAY_EXPERIMENTAL_NOSET_*`` "1" or "true"): in the environment the worker gets,
     its runtime env's ``env_vars`` (as NeMo-RL's Megatron and vLLM workers set it) over this
-    process's, as Ray's worker reads it in its own environment."""
+    process's (``process_get``: how to read it; yr's local mode reads it past the variables
+    other calls and actors hold there), as Ray's worker reads it in its own environment."""
     env = {}
     if not devices:
         return env
 
     def noset(name):  # (Ray: "1" or "true", any case; "0" in env_vars undoes the process's)
-        value = (env_vars or {}).get(name, os.environ.get(name))
+        value = (env_vars or {}).get(name, process_get(name))
         return str(value or "").lower() in ("1", "true")
 
     if "GPU" in devices and not noset("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"):

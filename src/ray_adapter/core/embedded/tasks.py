@@ -57,7 +57,7 @@ from ray_adapter.core.embedded.results import argument_failure_data, error_data
 from ray_adapter.core.embedded.demands import Demand
 from ray_adapter.core.embedded.protocol import Dep, to_payload
 from ray_adapter.core.embedded.task_records import TaskRecord, TaskState
-from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_retry,
+from ray_adapter.core.embedded.task_support import (assignment, device_env, notice_retry, seen_devices,
                                                     notice_worker_died, unschedulable_error)
 
 
@@ -467,15 +467,17 @@ class TaskManager:
         args = to_payload(record.args, buffers)
         deps = [Dep(oid, to_payload(data, buffers))
                 for oid, (data, _) in zip(record.deps, self._objects.values(record.deps))] if record.deps else []
-        env = record.shape.env
-        if grant.devices:
-            env = dict(env, **device_env(grant.devices, env))
+        env, devices = record.shape.env, grant.devices
+        if devices:
+            devices = seen_devices(devices, env, grant.node)
+            env = dict(env, **device_env(devices, env))
         message = protocol.RunTask(
             task_id=record.task_id, key=record.key, args=args, deps=deps,
             num_returns=1 if record.streaming else (record.options.num_returns or 1),
             name=record.options.name, env=env, resources=record.shape.amounts,
-            gpu_ids=list(grant.devices.get("GPU", ())), retry_exceptions=record.retry_blob,
-            assignment=assignment(grant, record.options.scheduling), streaming=record.streaming,
+            gpu_ids=list(devices.get("GPU", ())), retry_exceptions=record.retry_blob,
+            assignment=assignment(grant, record.options.scheduling, devices),
+            streaming=record.streaming,
             backpressure=record.options.generator_backpressure)
         return message, buffers
 

@@ -30,7 +30,7 @@ from ray_adapter.core.execution import (ActorLabel, actor_method, argument_failu
                                         cancelled_failure,
                                         construct, construct_async, exit_status, function_descriptor,
                                         intended_exit, task_failure, with_thread_default)
-from ray_adapter.core.embedded.task_support import device_env
+from ray_adapter.core.embedded.task_support import device_env, seen_devices
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 from ray_adapter.core.yuanrong.shell import (Box, _should_retry, cancel_requested, current_call,
@@ -156,8 +156,8 @@ class ActorShell:
         """Local mode: the devices granted at creation, and their variables (CUDA_VISIBLE_DEVICES
         unless RAY_EXPERIMENTAL_NOSET_... is set now, as Ray decides when the actor starts)."""
         if grant is not None and grant.devices:
-            self.devices = grant.devices
-            self.device_env = device_env(grant.devices, self._env_vars) or None
+            self.devices = seen_devices(grant.devices, self._env_vars, grant.node)
+            self.device_env = device_env(self.devices, self._env_vars, shared_environ.original) or None
 
     def _call_env(self):
         """What Python code in its calls reads from os.environ over the process's (local mode):

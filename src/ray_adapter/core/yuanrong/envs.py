@@ -77,6 +77,13 @@ class SharedEnviron:
                     del self._held[name]
                     self._restore(name, entry[1])
 
+    def original(self, name):
+        """The process environment's value of ``name`` before any holder set it (None: unset),
+        as a process of its own would have it."""
+        with self._lock:
+            entry = self._held.get(name)
+            return entry[1] if entry is not None else _process_get(name)
+
     def release_all(self):
         """Every variable back to its value before the first holder (the runtime shut down)."""
         with self._lock:

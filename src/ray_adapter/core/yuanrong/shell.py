@@ -16,7 +16,7 @@ from ray_adapter.core.execution import (GeneratorFailed, argument_failure, cance
                                         function_descriptor, split_returns, task_failure,
                                         with_thread_default)
 from ray_adapter.core.interface import ArgRef
-from ray_adapter.core.embedded.task_support import device_env
+from ray_adapter.core.embedded.task_support import device_env, seen_devices
 from ray_adapter.core.yuanrong import thread_env
 from ray_adapter.core.yuanrong.envs import setup_once, shared_environ
 
@@ -308,13 +308,15 @@ def run_task(function, meta, packed_args, deps):
         return Box(False, exc)
     group_token = current_group.set(group)
     grant_token = current_grant.set(grant)
-    devices_token = current_devices.set(grant.devices if grant is not None else None)
     # Python code in the call reads its own env_vars and devices (local mode's overlay on
     # os.environ); the process environment has them too, for native code (see SharedEnviron).
     # OMP_NUM_THREADS as Ray defaults it (the variable only: torch's threads are the process's).
     env_vars = {k: str(v) for k, v in (meta[3] or {}).items()}
+    devices = seen_devices(grant.devices, env_vars, grant.node) if grant is not None else None
+    devices_token = current_devices.set(devices)
     env_token = thread_env.enter(with_thread_default(
-        {**env_vars, **(device_env(grant.devices, env_vars) if grant is not None else {})},
+        {**env_vars, **(device_env(devices, env_vars, shared_environ.original)
+                        if grant is not None else {})},
         meta[4] or {}))
     try:
         return _run_task(function, meta, packed_args, deps)
