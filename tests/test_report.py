@@ -52,9 +52,11 @@ def test_symbol_exit_codes_follow_the_backend():
     out = symbol_cli(gap.qualname)
     assert out.returncode == 2 and "embedded: gap" in out.stdout and "note:" in out.stdout
     assert symbol_cli("ray.get").returncode == 0
-    differs = next(k for k, e in matrix.options("task").items() if e.status("embedded") != "gap" and e.status("yuanrong") == "gap")
-    assert symbol_cli(f"task.{differs}").returncode == 0
-    assert symbol_cli(f"task.{differs}", "--backend", "yuanrong").returncode == 2
+    differs = next(f"{owner}.{k}" for owner in matrix.option_sections()
+                   for k, e in matrix.options(owner).items()
+                   if e.status("embedded") != "gap" and e.status("yuanrong") == "gap")
+    assert symbol_cli(differs).returncode == 0
+    assert symbol_cli(differs, "--backend", "yuanrong").returncode == 2
 
 
 def test_unknown_symbols_exit_1_with_suggestions():
