@@ -32,13 +32,17 @@ def detect_accelerators():
     return found
 
 
+def split_visible(value):
+    """A ``CUDA_VISIBLE_DEVICES`` value split as Ray splits it (``""`` and Slurm's
+    ``NoDevFiles``: no device)."""
+    return [] if value in ("", "NoDevFiles") else str(value).split(",")
+
+
 def _visible_gpu_entries():
-    """``CUDA_VISIBLE_DEVICES`` split as Ray splits it (``""`` and Slurm's ``NoDevFiles``: no
-    device), or None when it is not set."""
+    """This process's ``CUDA_VISIBLE_DEVICES`` split (:func:`split_visible`), or None when it
+    is not set."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return None
-    return [] if visible in ("", "NoDevFiles") else visible.split(",")
+    return None if visible is None else split_visible(visible)
 
 
 def visible_device_ids():

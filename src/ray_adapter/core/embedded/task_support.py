@@ -6,6 +6,7 @@ import sys
 
 from ray_adapter.core import errors, serialization
 from ray_adapter.core.embedded import protocol
+from ray_adapter.core.embedded.resources import split_visible
 
 
 class SerializedRetry(bytes):
@@ -56,7 +57,7 @@ def seen_devices(devices, env_vars, node):
     gpus = devices.get("GPU") if devices else None
     if listed is None or not gpus:
         return devices
-    entries = [] if listed in ("", "NoDevFiles") else str(listed).split(",")
+    entries = split_visible(listed)
     node_ids = list(node.resources.device_ids.get("GPU") or ()) if node is not None else []
     slots = [i if isinstance(i, int) or i not in node_ids else node_ids.index(i) for i in gpus]
     if all(isinstance(s, int) and s < len(entries) for s in slots):

@@ -315,8 +315,7 @@ def run_task(function, meta, packed_args, deps):
     devices = seen_devices(grant.devices, env_vars, grant.node) if grant is not None else None
     devices_token = current_devices.set(devices)
     env_token = thread_env.enter(with_thread_default(
-        {**env_vars, **(device_env(devices, env_vars, shared_environ.original)
-                        if grant is not None else {})},
+        {**env_vars, **device_env(devices, env_vars, shared_environ.original)},
         meta[4] or {}))
     try:
         return _run_task(function, meta, packed_args, deps)
